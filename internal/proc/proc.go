@@ -1,0 +1,53 @@
+// Package proc tells whether a process is running and when it started, so a
+// PID written to a file can be checked against PID reuse.
+//
+// A start time is an opaque number that is stable for the life of a process
+// and differs between two processes that held the same PID at different
+// times (Linux: clock ticks since boot, /proc/<pid>/stat field 22; macOS:
+// microseconds since the epoch from sysctl kern.proc.pid). Compare start
+// times only with other values from StartTime on the same machine and boot.
+package proc
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// ErrNoProcess reports that no process has the PID.
+var ErrNoProcess = errors.New("proc: no such process")
+
+// Running reports whether a process with pid exists. A process of another
+// user (EPERM) exists.
+func Running(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Alive reports whether pid runs and started at start. A zero start matches
+// any running process (for records that predate start times).
+func Alive(pid int, start uint64) bool {
+	if !Running(pid) {
+		return false
+	}
+	if start == 0 {
+		return true
+	}
+	got, err := StartTime(pid)
+	if err != nil {
+		// The process exists but its start time cannot be read (a
+		// hardened /proc): trust the PID rather than steal its lock.
+		return !errors.Is(err, ErrNoProcess)
+	}
+	return got == start
+}
+
+// Self returns the current process's PID and start time.
+func Self() (pid int, start uint64, err error) {
+	pid = os.Getpid()
+	start, err = StartTime(pid)
+	return pid, start, err
+}

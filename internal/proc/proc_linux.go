@@ -1,0 +1,52 @@
+package proc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+)
+
+// StartTime returns the start time of pid in clock ticks since boot, from
+// field 22 of /proc/<pid>/stat.
+func StartTime(pid int) (uint64, error) {
+	if pid <= 0 {
+		return 0, ErrNoProcess
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, ErrNoProcess
+	}
+	if err != nil {
+		return 0, err
+	}
+	return parseStat(b)
+}
+
+// parseStat extracts field 22 (starttime) from a /proc/<pid>/stat line. The
+// command name (field 2) is in parentheses and may hold spaces and ')', so
+// fields are counted after the last ')'.
+func parseStat(b []byte) (uint64, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc: malformed stat line")
+	}
+	fields := bytes.Fields(b[i+1:])
+	// fields[0] is field 3 (state); starttime is field 22.
+	const idx = 22 - 3
+	if len(fields) <= idx {
+		return 0, fmt.Errorf("proc: stat line has %d fields, want > 22", len(fields)+2)
+	}
+	return strconv.ParseUint(string(fields[idx]), 10, 64)
+}
+
+// BootID returns the kernel's boot id, or "" when it cannot be read.
+func BootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}

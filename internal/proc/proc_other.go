@@ -1,0 +1,17 @@
+//go:build unix && !linux && !darwin
+
+package proc
+
+import "errors"
+
+// StartTime is not implemented on this system; callers fall back to
+// liveness by PID alone.
+func StartTime(pid int) (uint64, error) {
+	if !Running(pid) {
+		return 0, ErrNoProcess
+	}
+	return 0, errors.New("proc: start time not supported on this system")
+}
+
+// BootID returns "" on this system.
+func BootID() string { return "" }
