@@ -1,0 +1,107 @@
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/google/renameio/v2"
+)
+
+// Backup durably copies the file at path into dir (the file's own directory
+// when dir is "") as <name>.<UTC time>.bak and returns the copy's path. It
+// never overwrites an earlier backup: a name already taken gets a -2, -3, …
+// suffix. The copy keeps the file's mode.
+func Backup(path, dir string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if dir == "" {
+		dir = filepath.Dir(path)
+	}
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	return CopyNew(filepath.Join(dir, filepath.Base(path)+"."+stamp+".bak"), data, fi.Mode().Perm())
+}
+
+// CopyNew durably writes data to a new file at path, or, when path is taken,
+// to path-2, path-3, … and returns the name it used. It never replaces an
+// existing file: the data is written to a temporary file, fsynced, and
+// hard-linked to the new name, which fails rather than overwrite.
+func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
+	if perm == 0 {
+		perm = DefaultPerm
+	}
+	dir := filepath.Dir(path)
+	t, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
+	if err != nil {
+		return "", err
+	}
+	defer t.Cleanup()
+	if _, err := t.Write(data); err != nil {
+		return "", err
+	}
+	if err := t.Sync(); err != nil {
+		return "", err
+	}
+	name := path
+	for i := 2; ; i++ {
+		err = os.Link(t.Name(), name)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i > 10000 {
+			return "", err
+		}
+		name = fmt.Sprintf("%s-%d", path, i)
+	}
+	if err := t.Cleanup(); err != nil {
+		return "", err
+	}
+	return name, SyncDir(dir)
+}
+
+// tempName matches the temporary files WriteFile, Backup and CopyNew create:
+// "." + the target's base name + a random non-negative int64.
+var tempName = regexp.MustCompile(`^\..+[0-9]{15,19}$`)
+
+// IsTemp reports whether name (a base name) has the form of a temporary file
+// this package creates.
+func IsTemp(name string) bool { return tempName.MatchString(name) }
+
+// CleanTemps removes the temporary files in dir (not its subdirectories)
+// left behind when a process died during WriteFile, Backup or CopyNew, and
+// returns their paths. It removes only regular files named like this
+// package's temporary files: "." + a name + 15 to 19 digits. Call it only
+// while holding the writer's lock, when no write can be in flight.
+func CleanTemps(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !IsTemp(e.Name()) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	if len(removed) > 0 {
+		if err := SyncDir(dir); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
