@@ -1,0 +1,157 @@
+// Package statefile records what a running server is (pid, start time,
+// transports, URL, token) in a 0600 state file other processes can read, and
+// keeps a registry of many servers in one file without losing updates.
+//
+// A state file is written atomically (see atomicfile), so readers need no
+// lock and never see a torn file. Liveness is checked by PID and process
+// start time, so a PID recycled by another process reads as dead. The package
+// does not make one process the only writer of a home: that is
+// lifecycle.Lock's job.
+package statefile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
+)
+
+// SchemaVersion is the version of the state file format this package writes.
+// Read rejects files with a newer version.
+const SchemaVersion = 1
+
+// FileName is the state file's name inside a home.
+const FileName = "state.json"
+
+// Status values.
+const (
+	StatusStarting = "starting"
+	StatusReady    = "ready"
+	StatusStopping = "stopping"
+)
+
+// ErrUnknownVersion is matched by the error Read returns for a state file
+// written by a newer, unknown schema.
+var ErrUnknownVersion = errors.New("statefile: unknown schema version")
+
+// HTTP describes a server's Streamable HTTP endpoint.
+type HTTP struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	URL  string `json:"url"` // always with the literal 127.0.0.1 for loopback, never localhost
+}
+
+// Health is the result of the last health check.
+type Health struct {
+	OK        bool      `json:"ok"`
+	CheckedAt time.Time `json:"checked_at"`
+	Problems  []string  `json:"problems,omitempty"`
+}
+
+// State is a running server's record.
+type State struct {
+	Schema         int       `json:"schema"`
+	Name           string    `json:"name"`
+	Version        string    `json:"version,omitempty"`
+	PID            int       `json:"pid"`
+	StartTime      uint64    `json:"start_time"` // process start time, see Alive
+	BootID         string    `json:"boot_id,omitempty"`
+	ToolkitVersion string    `json:"toolkit_version,omitempty"`
+	Home           string    `json:"home"`
+	Cwd            string    `json:"cwd,omitempty"`
+	Stdio          bool      `json:"stdio"`
+	HTTP           *HTTP     `json:"http,omitempty"`
+	Token          string    `json:"token,omitempty"`
+	StartedAt      time.Time `json:"started_at"`
+	Status         string    `json:"status"`
+	Health         *Health   `json:"health,omitempty"`
+}
+
+// New returns a State for the current process with Schema, PID, StartTime,
+// BootID, Cwd, StartedAt and Status (starting) filled in.
+func New(name, home string) State {
+	pid, start, _ := proc.Self()
+	cwd, _ := os.Getwd()
+	return State{
+		Schema:    SchemaVersion,
+		Name:      name,
+		PID:       pid,
+		StartTime: start,
+		BootID:    proc.BootID(),
+		Home:      home,
+		Cwd:       cwd,
+		StartedAt: time.Now().UTC().Truncate(time.Millisecond),
+		Status:    StatusStarting,
+	}
+}
+
+// Alive reports whether the process s describes is running: its PID exists
+// and its start time matches, so a PID reused by another process, or one from
+// an earlier boot, reads as dead. A PID of another user (EPERM) is alive.
+func (s *State) Alive() bool {
+	if s == nil {
+		return false
+	}
+	if s.BootID != "" {
+		if b := proc.BootID(); b != "" && b != s.BootID {
+			return false
+		}
+	}
+	return proc.Alive(s.PID, s.StartTime)
+}
+
+// Ours reports whether s describes the current process.
+func (s *State) Ours() bool {
+	pid, start, _ := proc.Self()
+	return s != nil && s.PID == pid && s.StartTime == start
+}
+
+// Write atomically replaces the state file at path with s, mode 0600.
+func Write(path string, s *State) error {
+	if s.Schema == 0 {
+		s.Schema = SchemaVersion
+	}
+	return atomicfile.WriteJSON(path, s, 0o600)
+}
+
+// Read reads the state file at path. A missing file gives an error matching
+// fs.ErrNotExist; a torn or garbage file a *atomicfile.CorruptError; a file
+// of a newer schema an error matching ErrUnknownVersion.
+func Read(path string) (*State, error) {
+	var s State
+	if err := atomicfile.ReadJSON(path, &s); err != nil {
+		return nil, err
+	}
+	return &s, check(path, &s)
+}
+
+func check(path string, s *State) error {
+	switch {
+	case s.Schema > SchemaVersion:
+		return fmt.Errorf("%s: schema %d is newer than this toolkit's %d (upgrade mcpkeep): %w", path, s.Schema, SchemaVersion, ErrUnknownVersion)
+	case s.Schema < 1 || s.PID <= 0:
+		return &atomicfile.CorruptError{Path: path, Err: fmt.Errorf("schema %d, pid %d: not a state file", s.Schema, s.PID)}
+	}
+	return nil
+}
+
+// Remove removes the state file at path only if it describes the current
+// process (PID and start time match). It returns nil when the file is
+// missing or belongs to another process.
+func Remove(path string) error {
+	s, err := Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil || !s.Ours() {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
