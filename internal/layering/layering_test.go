@@ -1,0 +1,70 @@
+package layering
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/mcpkeep/mcpkeep/"
+
+// allowed lists, for each package, the module packages it may import
+// directly (non-test imports). A package missing here fails the test, so a
+// new package must be placed in the table on purpose.
+var allowed = map[string][]string{
+	"internal/failpoint": {},
+	"internal/proc":      {},
+	"internal/layering":  {},
+	"atomicfile":         {"internal/failpoint"},
+	"statefile":          {"atomicfile", "internal/proc", "internal/failpoint"},
+	"portmgr":            {"internal/failpoint"},
+	"gitstore":           {"atomicfile", "internal/failpoint"},
+	"bootstrap":          {"atomicfile", "gitstore", "internal/failpoint"},
+	"recovery":           {"atomicfile", "gitstore", "statefile", "internal/proc", "internal/failpoint"},
+	"internal/mcpserve":  {},
+	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
+		"internal/mcpserve", "internal/proc", "internal/failpoint"},
+	"crashtest": {"internal/failpoint"},
+}
+
+// thirdParty lists which module packages may import a given third-party
+// module; others may not.
+var thirdParty = map[string][]string{
+	"github.com/go-git/":                      {"gitstore"},
+	"github.com/google/renameio":              {"atomicfile"},
+	"gopkg.in/yaml.v3":                        {"atomicfile", "bootstrap", "recovery", "lifecycle"},
+	"github.com/nightlyone/lockfile":          {"lifecycle"},
+	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
+	"github.com/modelcontextprotocol/go-sdk/": {"internal/mcpserve", "lifecycle"},
+}
+
+func TestImportsPointDown(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(fields[0], module)
+		if !ok || strings.HasPrefix(pkg, "cmd/") || strings.Contains(pkg, "/internal/") || strings.HasPrefix(pkg, "internal/tools") {
+			continue // binaries and a package's private helpers may import anything
+		}
+		may, known := allowed[pkg]
+		if !assert.True(t, known, "package %s is not in the layering table; add it where DESIGN.md puts it", pkg) {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if dep, ok := strings.CutPrefix(imp, module); ok {
+				assert.True(t, slices.Contains(may, dep), "%s imports %s, which is not below it in DESIGN.md", pkg, dep)
+				continue
+			}
+			for prefix, users := range thirdParty {
+				if strings.HasPrefix(imp, prefix) {
+					assert.True(t, slices.Contains(users, pkg), "%s imports %s; only %v may", pkg, imp, users)
+				}
+			}
+		}
+	}
+}
