@@ -1,0 +1,138 @@
+// Package portmgr hands out TCP ports as bound listeners, never as numbers.
+//
+// A number reported "free" can be taken by another process before it is
+// used; a bound net.Listener cannot. Listen tries the preferred port (say,
+// the one in the last state file), then a stable port derived from a key (a
+// project or home path) so a server tends to come back on the same port,
+// then the ports after it in the range, and finally lets the kernel choose.
+// Listeners bind loopback unless a non-loopback host is asked for
+// explicitly. The package does not reserve ports across processes: it only
+// binds them.
+package portmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strconv"
+)
+
+// Default range for stable ports: the top of the IANA dynamic range is
+// shared with ephemeral ports, so the default stays below Linux's
+// ephemeral range (32768–60999) to avoid colliding with outgoing sockets.
+const (
+	DefaultMin = 20000
+	DefaultMax = 29999
+	// scanLimit bounds how many ports after the stable one are tried.
+	scanLimit = 64
+)
+
+var (
+	// ErrNoPort is matched by *NoPortError.
+	ErrNoPort = errors.New("portmgr: no port could be bound")
+	// ErrNotLoopback: a non-loopback host was given without AllowNonLoopback.
+	ErrNotLoopback = errors.New("portmgr: host is not loopback")
+)
+
+// NoPortError reports that no port could be bound, not even one the kernel
+// chose.
+type NoPortError struct {
+	Host     string
+	Min, Max int
+	Err      error // the last bind error
+}
+
+func (e *NoPortError) Error() string {
+	return fmt.Sprintf("portmgr: no port could be bound on %s (tried the preferred port, %d–%d and any port): %v",
+		e.Host, e.Min, e.Max, e.Err)
+}
+
+// Unwrap returns ErrNoPort and the last bind error.
+func (e *NoPortError) Unwrap() []error { return []error{ErrNoPort, e.Err} }
+
+// Options say which port to try first. The zero value binds a port the
+// kernel chooses on 127.0.0.1.
+type Options struct {
+	Host             string // "" = 127.0.0.1; "localhost" means 127.0.0.1
+	Preferred        int    // tried first when > 0
+	Key              string // derives a stable port in [Min, Max]; "" skips it
+	Min, Max         int    // the stable range; 0 = DefaultMin, DefaultMax
+	AllowNonLoopback bool   // required to bind a host that is not loopback
+}
+
+// IsLoopback reports whether host names a loopback address: localhost,
+// 127.0.0.0/8 or ::1.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// StablePort returns the port Key maps to in [min, max]. It is for display
+// and tests: it is not a promise that the port is free.
+func StablePort(key string, lo, hi int) int {
+	if lo <= 0 || hi < lo || hi > 65535 {
+		lo, hi = DefaultMin, DefaultMax
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return lo + int(h.Sum32()%uint32(hi-lo+1))
+}
+
+// Listen returns a TCP listener bound per opts: the preferred port, then
+// the stable port for Key and up to 64 ports after it (wrapping in the
+// range), then any port. It returns *NoPortError (ErrNoPort) when nothing
+// can be bound and an error matching ErrNotLoopback for a non-loopback host
+// without AllowNonLoopback. ctx cancels the scan.
+func Listen(ctx context.Context, opts Options) (net.Listener, error) {
+	host := opts.Host
+	switch host {
+	case "", "localhost":
+		host = "127.0.0.1"
+	}
+	if !IsLoopback(host) && !opts.AllowNonLoopback {
+		return nil, fmt.Errorf("portmgr: %q: %w; set AllowNonLoopback to serve beyond this machine", opts.Host, ErrNotLoopback)
+	}
+	lo, hi := opts.Min, opts.Max
+	if lo <= 0 || hi < lo || hi > 65535 {
+		lo, hi = DefaultMin, DefaultMax
+	}
+	var lc net.ListenConfig
+	var last error
+	try := func(port int) (net.Listener, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			last = err
+		}
+		return ln, nil
+	}
+	candidates := make([]int, 0, scanLimit+2)
+	if opts.Preferred > 0 && opts.Preferred <= 65535 {
+		candidates = append(candidates, opts.Preferred)
+	}
+	if opts.Key != "" {
+		start := StablePort(opts.Key, lo, hi)
+		span := hi - lo + 1
+		for i := range min(scanLimit, span) {
+			candidates = append(candidates, lo+(start-lo+i)%span)
+		}
+	}
+	candidates = append(candidates, 0)
+	for _, port := range candidates {
+		ln, err := try(port)
+		if err != nil {
+			return nil, err
+		}
+		if ln != nil {
+			return ln, nil
+		}
+	}
+	return nil, &NoPortError{Host: host, Min: lo, Max: hi, Err: last}
+}
