@@ -1,0 +1,53 @@
+package statefile_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// A server writes its state file; another process reads it and checks the
+// server is really running (not a recycled PID).
+func ExampleRead() {
+	home, _ := os.MkdirTemp("", "home")
+	defer os.RemoveAll(home)
+	path := filepath.Join(home, statefile.FileName)
+
+	s := statefile.New("helios", home)
+	s.HTTP = &statefile.HTTP{Host: "127.0.0.1", Port: 4242, URL: statefile.URL("localhost", 4242)}
+	if err := statefile.Write(path, &s); err != nil {
+		fmt.Println(err)
+		return
+	}
+	got, err := statefile.Read(path)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(got.Name, got.HTTP.URL, got.Alive())
+	// Output: helios http://127.0.0.1:4242/mcp true
+}
+
+// Servers register in one shared file; tools list the live ones.
+func ExampleRegistry() {
+	dir, _ := os.MkdirTemp("", "reg")
+	defer os.RemoveAll(dir)
+	reg := statefile.NewRegistry(filepath.Join(dir, "servers.json"))
+
+	if err := reg.Register("/home/me/.helios", statefile.New("helios", "/home/me/.helios")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	list, _ := reg.List()
+	for _, e := range list {
+		fmt.Println(e.ID, e.State.Name)
+	}
+	_ = reg.Unregister("/home/me/.helios")
+	list, _ = reg.List()
+	fmt.Println(len(list))
+	// Output:
+	// /home/me/.helios helios
+	// 0
+}

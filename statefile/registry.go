@@ -1,0 +1,161 @@
+package statefile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// RegistryEnv overrides the registry path; set to "" it disables the
+// registry.
+const RegistryEnv = "MCPKEEP_REGISTRY"
+
+// DefaultRegistryPath returns the registry file to use: $MCPKEEP_REGISTRY
+// when set (an empty value disables the registry and returns ""), else
+// $XDG_STATE_HOME/mcpkeep/servers.json, else
+// ~/.local/state/mcpkeep/servers.json.
+func DefaultRegistryPath() string {
+	if p, ok := os.LookupEnv(RegistryEnv); ok {
+		return p
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "mcpkeep", "servers.json")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "mcpkeep", "servers.json")
+	}
+	return ""
+}
+
+// URL returns the Streamable HTTP URL of a server on host:port. Loopback
+// hosts are written as the literal 127.0.0.1 (or [::1]), never localhost,
+// which may resolve to another address.
+func URL(host string, port int) string {
+	switch {
+	case host == "" || host == "localhost":
+		host = "127.0.0.1"
+	case host == "0.0.0.0" || host == "::":
+		host = "127.0.0.1" // bound everywhere; loopback reaches it
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(port)) + "/mcp"
+}
+
+// Entry is one server in the registry.
+type Entry struct {
+	ID           string    `json:"id"`
+	State        State     `json:"state"`
+	RegisteredAt time.Time `json:"registered_at"`
+}
+
+// registryFile is the registry's on-disk form.
+type registryFile struct {
+	Schema  int     `json:"schema"`
+	Servers []Entry `json:"servers"`
+}
+
+// Registry is a file listing the servers running on this machine, so tools
+// can discover them. Many processes may register in one file at once:
+// every read-modify-write holds an exclusive flock on the sidecar
+// <file>.lock for the whole transaction and replaces the file atomically,
+// so no update is lost and readers, which take no lock, never see a torn
+// file. Entries of dead processes are pruned on every write and hidden on
+// every read. A Registry holds no open files; the zero value is not usable,
+// use NewRegistry.
+type Registry struct {
+	path string
+}
+
+// NewRegistry returns the registry stored at path. It does no I/O.
+func NewRegistry(path string) *Registry { return &Registry{path: path} }
+
+// Path returns the registry file's path.
+func (r *Registry) Path() string { return r.path }
+
+// Register adds or replaces the entry id (by convention the server's home)
+// with s. It blocks while another process updates the registry.
+func (r *Registry) Register(id string, s State) error {
+	if id == "" {
+		return errors.New("statefile: registry entry id is empty")
+	}
+	s.Token = "" // the registry is for discovery; tokens stay in the 0600 state file
+	return r.update(func(entries []Entry) []Entry {
+		entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.ID == id })
+		return append(entries, Entry{ID: id, State: s, RegisteredAt: time.Now().UTC().Truncate(time.Millisecond)})
+	})
+}
+
+// Unregister removes the entry id, if the current process registered it.
+// Another process's entry under the same id is left alone.
+func (r *Registry) Unregister(id string) error {
+	return r.update(func(entries []Entry) []Entry {
+		return slices.DeleteFunc(entries, func(e Entry) bool { return e.ID == id && e.State.Ours() })
+	})
+}
+
+// List returns the registered servers that are alive, without locking. A
+// missing file is an empty registry.
+func (r *Registry) List() ([]Entry, error) {
+	entries, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(entries, func(e Entry) bool { return !e.State.Alive() }), nil
+}
+
+func (r *Registry) read() ([]Entry, error) {
+	var f registryFile
+	err := atomicfile.ReadJSON(r.path, &f)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.Schema > SchemaVersion {
+		return nil, fmt.Errorf("%s: registry schema %d is newer than this toolkit's %d (upgrade mcpkeep): %w",
+			r.path, f.Schema, SchemaVersion, ErrUnknownVersion)
+	}
+	return f.Servers, nil
+}
+
+// update runs change on the live entries under the registry lock and
+// writes the result. A corrupt registry is moved aside (it only holds
+// discovery data that live servers re-register) and replaced.
+func (r *Registry) update(change func([]Entry) []Entry) error {
+	if err := atomicfile.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
+		return err
+	}
+	lock := flock.New(r.path + ".lock")
+	if err := lock.Lock(); err != nil {
+		return fmt.Errorf("statefile: lock registry %s.lock: %w", r.path, err)
+	}
+	defer lock.Unlock()
+	entries, err := r.read()
+	if errors.Is(err, atomicfile.ErrCorrupt) {
+		aside := r.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+		if rerr := os.Rename(r.path, aside); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		entries = nil
+	} else if err != nil {
+		return err
+	}
+	entries = slices.DeleteFunc(entries, func(e Entry) bool { return !e.State.Alive() })
+	entries = change(entries)
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
+	if entries == nil {
+		entries = []Entry{}
+	}
+	return atomicfile.WriteJSON(r.path, registryFile{Schema: SchemaVersion, Servers: entries}, 0o600)
+}

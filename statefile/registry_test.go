@@ -1,0 +1,247 @@
+package statefile_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+const (
+	roleEnv = "STATEFILE_ROLE"
+	regEnv  = "STATEFILE_REGISTRY"
+	idEnv   = "STATEFILE_ID"
+	rounds  = 50
+)
+
+// TestHelperRegistry is a child process of the registry tests.
+//
+//   - role "churn": registers and unregisters <id>-<round> for 50 rounds,
+//     then registers <id>-final and prints "done" and waits for stdin EOF.
+//   - role "reader": reads the raw file until stdin closes, validating each
+//     read as JSON; prints "reads N invalid M".
+//   - role "victim": registers <id>, prints "registered", and waits to be
+//     killed.
+func TestHelperRegistry(t *testing.T) {
+	role := os.Getenv(roleEnv)
+	if role == "" {
+		return
+	}
+	reg := statefile.NewRegistry(os.Getenv(regEnv))
+	id := os.Getenv(idEnv)
+	self := statefile.New(id, "/home/"+id)
+	fail := func(err error) {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	switch role {
+	case "churn":
+		for i := range rounds {
+			rid := fmt.Sprintf("%s-%d", id, i)
+			if err := reg.Register(rid, self); err != nil {
+				fail(err)
+			}
+			if err := reg.Unregister(rid); err != nil {
+				fail(err)
+			}
+		}
+		if err := reg.Register(id+"-final", self); err != nil {
+			fail(err)
+		}
+		fmt.Println("done")
+		io.Copy(io.Discard, os.Stdin)
+	case "reader":
+		stop := make(chan struct{})
+		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
+		reads, invalid := 0, 0
+		for {
+			select {
+			case <-stop:
+				fmt.Printf("reads %d invalid %d\n", reads, invalid)
+				os.Exit(0)
+			default:
+			}
+			b, err := os.ReadFile(reg.Path())
+			if err != nil {
+				continue // not created yet
+			}
+			reads++
+			if !json.Valid(b) {
+				invalid++
+			}
+			if _, err := reg.List(); err != nil {
+				invalid++
+			}
+		}
+	case "victim":
+		if err := reg.Register(id, self); err != nil {
+			fail(err)
+		}
+		fmt.Println("registered")
+		select {}
+	}
+	os.Exit(0)
+}
+
+type proc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startHelper(t *testing.T, role, reg, id string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRegistry$")
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, regEnv+"="+reg, idEnv+"="+id)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &proc{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	return p
+}
+
+func (p *proc) line(t *testing.T) string {
+	t.Helper()
+	s, err := p.out.ReadString('\n')
+	require.NoError(t, err)
+	return strings.TrimSpace(s)
+}
+
+func TestRegistryNoLostUpdates(t *testing.T) {
+	reg := filepath.Join(t.TempDir(), "state", "servers.json")
+	reader := startHelper(t, "reader", reg, "reader")
+
+	// Victims register and are SIGKILLed: their entries must be pruned.
+	for i := range 3 {
+		v := startHelper(t, "victim", reg, fmt.Sprintf("victim%d", i))
+		require.Equal(t, "registered", v.line(t))
+		require.NoError(t, v.cmd.Process.Kill())
+		v.cmd.Wait()
+	}
+
+	const procs = 16
+	churners := make([]*proc, procs)
+	for i := range churners {
+		churners[i] = startHelper(t, "churn", reg, fmt.Sprintf("p%02d", i))
+	}
+	for _, c := range churners {
+		require.Equal(t, "done", c.line(t))
+	}
+
+	// Every churner is alive and registered exactly its final id.
+	entries, err := statefile.NewRegistry(reg).List()
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.ID)
+	}
+	var want []string
+	for i := range procs {
+		want = append(want, fmt.Sprintf("p%02d-final", i))
+	}
+	assert.Equal(t, want, ids, "no lost update: the file holds exactly the entries still registered")
+
+	// The raw file holds no victim either: the last write pruned them.
+	raw, err := os.ReadFile(reg)
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "victim")
+
+	require.NoError(t, reader.stdin.Close())
+	var reads, invalid int
+	_, err = fmt.Sscanf(reader.line(t), "reads %d invalid %d", &reads, &invalid)
+	require.NoError(t, err)
+	assert.Zero(t, invalid, "the reader saw a torn or invalid registry")
+	assert.Positive(t, reads)
+	t.Logf("reader: %d reads, %d invalid", reads, invalid)
+
+	// Once the churners exit, their entries read as dead and are pruned.
+	for _, c := range churners {
+		c.stdin.Close()
+		c.cmd.Wait()
+	}
+	entries, err = statefile.NewRegistry(reg).List()
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
+
+func TestRegistryBasics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	reg := statefile.NewRegistry(path)
+	list, err := reg.List()
+	require.NoError(t, err)
+	assert.Empty(t, list, "a missing file is an empty registry")
+
+	s := statefile.New("helios", "/h")
+	s.Token = "secret"
+	require.NoError(t, reg.Register("/h", s))
+	require.NoError(t, reg.Register("/h", s), "registering again replaces")
+	list, err = reg.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Empty(t, list[0].State.Token, "tokens never enter the registry")
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "secret")
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	require.NoError(t, reg.Unregister("/h"))
+	list, err = reg.List()
+	require.NoError(t, err)
+	assert.Empty(t, list)
+}
+
+func TestRegistryCorruptFileIsMovedAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "servers.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"schema":1,"servers":[{"id":`), 0o600))
+	reg := statefile.NewRegistry(path)
+	_, err := reg.List()
+	require.Error(t, err, "a reader reports the corrupt file")
+
+	require.NoError(t, reg.Register("/h", statefile.New("x", "/h")), "a writer replaces it")
+	list, err := reg.List()
+	require.NoError(t, err)
+	assert.Len(t, list, 1)
+	matches, err := filepath.Glob(path + ".corrupt-*")
+	require.NoError(t, err)
+	require.Len(t, matches, 1, "the corrupt bytes are kept")
+	b, err := os.ReadFile(matches[0])
+	require.NoError(t, err)
+	assert.Equal(t, `{"schema":1,"servers":[{"id":`, string(b))
+}
+
+func TestRegistryNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"schema":99,"servers":[]}`), 0o600))
+	_, err := statefile.NewRegistry(path).List()
+	require.ErrorIs(t, err, statefile.ErrUnknownVersion)
+}
+
+func TestDefaultRegistryPath(t *testing.T) {
+	t.Setenv(statefile.RegistryEnv, "/x/reg.json")
+	assert.Equal(t, "/x/reg.json", statefile.DefaultRegistryPath())
+	t.Setenv(statefile.RegistryEnv, "")
+	assert.Equal(t, "", statefile.DefaultRegistryPath(), "empty disables")
+	os.Unsetenv(statefile.RegistryEnv)
+	t.Setenv("XDG_STATE_HOME", "/state")
+	assert.Equal(t, "/state/mcpkeep/servers.json", statefile.DefaultRegistryPath())
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/me")
+	assert.Equal(t, "/home/me/.local/state/mcpkeep/servers.json", statefile.DefaultRegistryPath())
+}

@@ -1,0 +1,188 @@
+package statefile_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+func TestAlive(t *testing.T) {
+	self := statefile.New("t", t.TempDir())
+	assert.True(t, self.Alive(), "ourselves")
+
+	wrong := self
+	wrong.StartTime++
+	assert.False(t, wrong.Alive(), "our pid with another start time is a reused pid")
+
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run()) // exited and reaped
+	dead := self
+	dead.PID = cmd.Process.Pid
+	assert.False(t, dead.Alive(), "a pid that exited")
+
+	otherBoot := self
+	otherBoot.BootID = "not-this-boot"
+	assert.False(t, otherBoot.Alive(), "a record from another boot")
+
+	var none *statefile.State
+	assert.False(t, none.Alive())
+}
+
+func TestAliveOtherUserIsAlive(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a child as nobody")
+	}
+	// As nobody, kill(1, 0) fails with EPERM: pid 1 must still read alive.
+	cmd := exec.Command(exeForNobody(t), "-test.run=^TestHelperAliveAsNobody$")
+	cmd.Env = append(os.Environ(), "STATEFILE_HELPER=alive")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "alive=true")
+}
+
+func TestHelperAliveAsNobody(t *testing.T) {
+	if os.Getenv("STATEFILE_HELPER") != "alive" {
+		return
+	}
+	s := statefile.State{PID: 1}
+	os.Stdout.WriteString("alive=" + map[bool]string{true: "true", false: "false"}[s.Alive()] + "\n")
+}
+
+func TestWriteReadRemove(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, statefile.FileName)
+	s := statefile.New("helios", dir)
+	s.Token = "secret"
+	require.NoError(t, statefile.Write(path, &s))
+
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	got, err := statefile.Read(path)
+	require.NoError(t, err)
+	assert.Equal(t, s.PID, got.PID)
+	assert.Equal(t, s.StartTime, got.StartTime)
+	assert.Equal(t, "secret", got.Token)
+	assert.True(t, got.Ours())
+
+	require.NoError(t, statefile.Remove(path))
+	_, err = os.Stat(path)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.NoError(t, statefile.Remove(path), "removing a missing file is fine")
+}
+
+func TestRemoveLeavesOthersAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), statefile.FileName)
+	other := statefile.New("other", "/h")
+	other.PID, other.StartTime = 1, 1
+	require.NoError(t, statefile.Write(path, &other))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	require.NoError(t, statefile.Remove(path))
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+}
+
+func TestSymlinkNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "precious")
+	require.NoError(t, os.WriteFile(target, []byte("keep me"), 0o644))
+	path := filepath.Join(dir, statefile.FileName)
+	require.NoError(t, os.Symlink(target, path))
+
+	s := statefile.New("t", dir)
+	require.NoError(t, statefile.Write(path, &s))
+
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep me", string(b), "the symlink's target is untouched")
+	fi, err := os.Lstat(path)
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "the symlink was replaced by the state file")
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+}
+
+func TestReadBadFiles(t *testing.T) {
+	for _, tc := range []struct {
+		file    string
+		corrupt bool
+		newer   bool
+	}{
+		{file: "torn.json", corrupt: true},
+		{file: "garbage.bin", corrupt: true},
+		{file: "empty.json", corrupt: true},
+		{file: "nopid.json", corrupt: true},
+		{file: "newer.json", newer: true},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("..", "testdata", "state", tc.file)
+			_, err := statefile.Read(path)
+			require.Error(t, err)
+			if tc.corrupt {
+				var ce *atomicfile.CorruptError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, path, ce.Path)
+			}
+			if tc.newer {
+				require.ErrorIs(t, err, statefile.ErrUnknownVersion)
+			}
+		})
+	}
+	_, err := statefile.Read(filepath.Join(t.TempDir(), "missing.json"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	s, err := statefile.Read(filepath.Join("..", "testdata", "state", "valid.json"))
+	require.NoError(t, err)
+	assert.Equal(t, 4242, s.PID)
+}
+
+func TestURL(t *testing.T) {
+	assert.Equal(t, "http://127.0.0.1:8080/mcp", statefile.URL("localhost", 8080))
+	assert.Equal(t, "http://127.0.0.1:8080/mcp", statefile.URL("", 8080))
+	assert.Equal(t, "http://[::1]:9/mcp", statefile.URL("::1", 9))
+	assert.Equal(t, "http://10.0.0.2:9/mcp", statefile.URL("10.0.0.2", 9))
+}
+
+func FuzzReadState(f *testing.F) {
+	for _, name := range []string{"valid.json", "torn.json", "garbage.bin", "newer.json", "empty.json", "nopid.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "state", name))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "state.json")
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		s, err := statefile.Read(path)
+		if err == nil {
+			require.NotNil(t, s)
+			assert.Positive(t, s.PID)
+		}
+	})
+}
+
+// exeForNobody copies the test binary where nobody can execute it: the go
+// build cache directories are 0700 under root.
+func exeForNobody(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "statefile-nobody-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o755))
+	data, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	exe := filepath.Join(dir, "test.exe")
+	require.NoError(t, os.WriteFile(exe, data, 0o755))
+	return exe
+}
