@@ -1,0 +1,16 @@
+// Package lifecycle keeps one writer per home and runs an MCP server around
+// it through start-up, serving and shutdown.
+//
+// Lock is the single-instance lock: an exclusive flock held for the whole
+// life of the process on <home>/.lock.flock (the kernel drops it however the
+// process dies), with a PID file at <home>/.lock beside it for tools. A dead
+// PID, a PID reused by another process, and an empty or garbage PID file are
+// stale and reclaimed; a live process of another user is not.
+//
+// Harness wires the toolkit around a go-sdk *mcp.Server: lock, bootstrap,
+// recovery, a bound listener, the state file with a bearer token, the
+// discovery registry, stdio and Streamable HTTP, health checks, and a
+// graceful shutdown that finishes in-flight calls and commits the config.
+// lifecycle does not make a server's own tool handlers correct: changes
+// must go through Env.Update to be durable and all-or-nothing.
+package lifecycle

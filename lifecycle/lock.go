@@ -1,0 +1,301 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gofrs/flock"
+	"github.com/nightlyone/lockfile"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// Lock files inside a home.
+const (
+	LockFile  = ".lock"       // PID file, content "<pid>\n" (lockfile's format)
+	FlockFile = ".lock.flock" // held with an exclusive flock; never removed
+)
+
+// ErrLocked: another live process holds the home.
+var ErrLocked = errors.New("lifecycle: home is locked")
+
+// LockedError names the process that holds a home.
+type LockedError struct {
+	Home  string
+	PID   int              // 0 when the PID file is being written
+	Since time.Time        // when the PID file was written
+	State *statefile.State // the holder's state file, if it is readable and names it
+}
+
+func (e *LockedError) Error() string {
+	home := e.Home
+	if h, err := os.UserHomeDir(); err == nil && h != "/" && strings.HasPrefix(home, h+"/") {
+		home = "~" + home[len(h):]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "home %s is in use", home)
+	if e.PID > 0 {
+		fmt.Fprintf(&b, " by pid %d", e.PID)
+	}
+	var about []string
+	if s := e.State; s != nil {
+		about = append(about, s.Name)
+		about = append(about, "started "+s.StartedAt.Local().Format("15:04"))
+		if s.HTTP != nil {
+			about = append(about, s.HTTP.URL)
+		}
+	} else if !e.Since.IsZero() {
+		about = append(about, "since "+e.Since.Local().Format("15:04"))
+	}
+	if len(about) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
+	}
+	b.WriteString("; stop it or use another home")
+	return b.String()
+}
+
+// Unwrap returns ErrLocked.
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
+// HomeLock is a held home lock. Release it with Unlock.
+type HomeLock struct {
+	home      string
+	fl        *flock.Flock
+	pidFile   lockfile.Lockfile
+	reclaimed []string
+
+	mu       sync.Mutex
+	released bool
+}
+
+// TryLock takes the home's lock without waiting, creating the home (0700)
+// if it is missing. It returns a *LockedError when a live process holds
+// it. Stale PID files (dead PID, reused PID, empty or garbage content) are
+// reclaimed; Reclaimed says what was found.
+func TryLock(home string) (*HomeLock, error) {
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.MkdirAll(abs, 0o700); err != nil {
+		return nil, err
+	}
+	flockPath := filepath.Join(abs, FlockFile)
+	fl := flock.New(flockPath, flock.SetPermissions(0o600))
+	ok, err := fl.TryLock()
+	if errors.Is(err, fs.ErrPermission) {
+		// Another user's home. A live holder is still worth naming.
+		if e := lockedError(abs); e.PID > 0 && proc.Running(e.PID) {
+			return nil, e
+		}
+		return nil, fmt.Errorf("lifecycle: %s is not writable by this user (uid %d); run as the home's owner or use another home: %w",
+			flockPath, os.Getuid(), fs.ErrPermission)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: lock %s: %w", flockPath, err)
+	}
+	if !ok {
+		return nil, lockedError(abs)
+	}
+	l := &HomeLock{home: abs, fl: fl}
+	if err := l.takePIDFile(); err != nil {
+		fl.Unlock()
+		return nil, err
+	}
+	return l, nil
+}
+
+// takePIDFile writes our PID into .lock with lockfile, reclaiming whatever
+// was there: we hold the flock, so no live holder can exist. The old file is
+// looked at first, because lockfile would remove a dead or garbage one
+// without a word.
+func (l *HomeLock) takePIDFile() error {
+	if err := failpoint.Hit("lifecycle.lock-after-flock"); err != nil {
+		return err
+	}
+	path := filepath.Join(l.home, LockFile)
+	pf, err := lockfile.New(path)
+	if err != nil {
+		return err
+	}
+	l.pidFile = pf
+	if err := l.reclaim(path); err != nil {
+		return err
+	}
+	for range 5 {
+		err := pf.TryLock()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, lockfile.ErrBusy) && !errors.Is(err, lockfile.ErrNotExist) {
+			return fmt.Errorf("lifecycle: write PID file %s: %w", path, err)
+		}
+		if errors.Is(err, lockfile.ErrBusy) {
+			// lockfile trusts any live PID; the flock says it is not the
+			// holder: a PID reused after a crash or a reboot.
+			if err := l.reclaim(path); err != nil {
+				return err
+			}
+		}
+	}
+	return fmt.Errorf("lifecycle: PID file %s keeps changing; is another tool writing it?", path)
+}
+
+// reclaim records and removes a stale PID file. Content that is not a PID is
+// copied into backups/ first: nothing is deleted that cannot be looked at.
+func (l *HomeLock) reclaim(path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pid, perr := ParseLockContent(data)
+	switch {
+	case perr != nil:
+		note := fmt.Sprintf("%s held %s", path, perr)
+		if saved, err := l.saveGarbage(path); err == nil {
+			note += "; copied to " + saved
+		}
+		l.reclaimed = append(l.reclaimed, note)
+	case proc.Running(pid):
+		l.reclaimed = append(l.reclaimed, fmt.Sprintf("%s named pid %d, which runs but does not hold the lock (a reused pid)", path, pid))
+	default:
+		l.reclaimed = append(l.reclaimed, fmt.Sprintf("%s named pid %d, which is not running", path, pid))
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (l *HomeLock) saveGarbage(path string) (string, error) {
+	dir := filepath.Join(l.home, "backups")
+	if _, err := os.Stat(dir); err != nil {
+		dir = l.home
+	}
+	return atomicfile.Backup(path, dir)
+}
+
+// ParseLockContent parses a PID file's content, "<pid>\n".
+func ParseLockContent(data []byte) (int, error) {
+	s := strings.TrimSpace(string(data))
+	if s == "" {
+		return 0, errors.New("no PID (empty file)")
+	}
+	pid, err := strconv.Atoi(s)
+	if err != nil || pid <= 0 {
+		if len(s) > 40 {
+			s = s[:40] + "…"
+		}
+		return 0, fmt.Errorf("%q, not a PID", s)
+	}
+	return pid, nil
+}
+
+// lockedError describes the current holder of home from its PID file and
+// state file.
+func lockedError(home string) *LockedError {
+	e := &LockedError{Home: home}
+	path := filepath.Join(home, LockFile)
+	if data, err := os.ReadFile(path); err == nil {
+		e.PID, _ = ParseLockContent(data)
+		if fi, err := os.Stat(path); err == nil {
+			e.Since = fi.ModTime()
+		}
+	}
+	if s, err := statefile.Read(filepath.Join(home, statefile.FileName)); err == nil && (e.PID == 0 || s.PID == e.PID) && s.Alive() {
+		e.State = s
+		e.PID = s.PID
+	}
+	return e
+}
+
+// Lock takes the home's lock, waiting with backoff while another process
+// holds it, until ctx ends; then it returns ctx's error joined with the last
+// *LockedError.
+func Lock(ctx context.Context, home string) (*HomeLock, error) {
+	delay := 10 * time.Millisecond
+	for {
+		l, err := TryLock(home)
+		if !errors.Is(err, ErrLocked) {
+			return l, err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// Home returns the locked home's absolute path.
+func (l *HomeLock) Home() string { return l.home }
+
+// Reclaimed describes the stale lock files TryLock reclaimed, for the
+// caller to log or report.
+func (l *HomeLock) Reclaimed() []string { return l.reclaimed }
+
+// Check verifies the lock is still ours: the flock is held and the PID file
+// names this process. A PID file someone deleted is written again, and
+// reported.
+func (l *HomeLock) Check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return errors.New("lifecycle: lock was released")
+	}
+	if !l.fl.Locked() {
+		return fmt.Errorf("lifecycle: flock on %s is not held", l.fl.Path())
+	}
+	path := filepath.Join(l.home, LockFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := l.pidFile.TryLock(); err != nil {
+			return fmt.Errorf("lifecycle: PID file %s was deleted and could not be rewritten: %w", path, err)
+		}
+		return fmt.Errorf("lifecycle: PID file %s was deleted; rewritten", path)
+	}
+	if err != nil {
+		return err
+	}
+	if pid, err := ParseLockContent(data); err != nil || pid != os.Getpid() {
+		return fmt.Errorf("lifecycle: PID file %s no longer names this process (%d): %s", path, os.Getpid(), strings.TrimSpace(string(data)))
+	}
+	return nil
+}
+
+// Unlock releases the lock. It removes the PID file only if it still names
+// this process, and never removes the flock file. It is idempotent.
+func (l *HomeLock) Unlock() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return nil
+	}
+	l.released = true
+	err := l.pidFile.Unlock()
+	if errors.Is(err, lockfile.ErrRogueDeletion) {
+		err = nil // gone or someone else's: not ours to remove
+	}
+	if ferr := l.fl.Unlock(); ferr != nil && !errors.Is(ferr, syscall.EBADF) {
+		err = errors.Join(err, ferr)
+	}
+	return err
+}
