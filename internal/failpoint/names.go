@@ -9,4 +9,23 @@ var Names = []string{
 	"atomicfile.before-fsync",
 	"atomicfile.before-rename",
 	"atomicfile.before-dir-fsync",
+
+	// bootstrap: install, upgrade, stamp.
+	"bootstrap.after-dirs",
+	"bootstrap.after-defaults",
+	"bootstrap.after-git-init",
+	"bootstrap.after-initial-commit",
+	"bootstrap.before-migration",
+	"bootstrap.after-migration",
+	"bootstrap.before-stamp",
+
+	// recovery: checkpoints of multi-file updates.
+	"recovery.begin-after-preimage",
+	"recovery.before-done",
+	"recovery.during-rollback",
+
+	// lifecycle: the home lock, then the harness's start-up and shutdown.
+	"lifecycle.lock-after-flock",
+	"lifecycle.after-state-write",
+	"lifecycle.before-shutdown-commit",
 }
