@@ -10,6 +10,13 @@ var Names = []string{
 	"atomicfile.before-rename",
 	"atomicfile.before-dir-fsync",
 
+	// gitstore: one commit, in order, then housekeeping.
+	"gitstore.before-objects",
+	"gitstore.before-ref",
+	"gitstore.before-stamp",
+	"gitstore.before-index",
+	"gitstore.before-pack",
+
 	// bootstrap: install, upgrade, stamp.
 	"bootstrap.after-dirs",
 	"bootstrap.after-defaults",

@@ -1,0 +1,367 @@
+package gitstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// file is one work-tree file as it goes into a tree and the index.
+type file struct {
+	path string // slash-separated, relative to the work tree
+	mode filemode.FileMode
+	hash plumbing.Hash
+	data []byte
+	info fs.FileInfo
+}
+
+// skip reports whether a work-tree entry is never versioned: .git, the
+// directories a repair set aside next to it, and temporary files of
+// interrupted atomic writes.
+func skip(name string, top bool) bool {
+	return name == ".git" || (top && strings.HasPrefix(name, ".git.")) || atomicfile.IsTemp(name)
+}
+
+// scan reads the work tree.
+func (s *Store) scan() ([]file, error) {
+	var files []file
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == s.dir {
+			return nil
+		}
+		if skip(d.Name(), filepath.Dir(p) == s.dir) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		f := file{path: s.rel(p), info: info}
+		switch {
+		case info.Mode().IsRegular():
+			f.mode = filemode.Regular
+			if info.Mode()&0o111 != 0 {
+				f.mode = filemode.Executable
+			}
+			if f.data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		case info.Mode()&fs.ModeSymlink != 0:
+			f.mode = filemode.Symlink
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			f.data = []byte(target)
+		default:
+			return nil // sockets, devices: not config
+		}
+		f.hash = plumbing.ComputeHash(plumbing.BlobObject, f.data)
+		files = append(files, f)
+		return nil
+	})
+	return files, err
+}
+
+// treeBuilder turns a sorted list of files into tree objects, writing them
+// (and the blobs) to the object store when write is set.
+type treeBuilder struct {
+	s     *Store
+	write bool
+}
+
+func (b *treeBuilder) store(obj plumbing.EncodedObject) (plumbing.Hash, error) {
+	h := obj.Hash()
+	if !b.write {
+		return h, nil
+	}
+	if err := b.s.storage.HasEncodedObject(h); err == nil {
+		return h, nil
+	}
+	if _, err := b.s.storage.SetEncodedObject(obj); err != nil {
+		return h, err
+	}
+	b.s.loose++
+	return h, nil
+}
+
+func (b *treeBuilder) blob(f file) error {
+	if !b.write {
+		return nil
+	}
+	obj := b.s.storage.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	w, err := obj.Writer()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(f.data); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	_, err = b.store(obj)
+	return err
+}
+
+// build returns the hash of the tree holding files, all under prefix.
+func (b *treeBuilder) build(files []file, prefix string) (plumbing.Hash, error) {
+	var entries []object.TreeEntry
+	for i := 0; i < len(files); {
+		rest := strings.TrimPrefix(files[i].path, prefix)
+		name, _, isDir := strings.Cut(rest, "/")
+		if !isDir {
+			if err := b.blob(files[i]); err != nil {
+				return plumbing.ZeroHash, err
+			}
+			entries = append(entries, object.TreeEntry{Name: name, Mode: files[i].mode, Hash: files[i].hash})
+			i++
+			continue
+		}
+		sub := prefix + name + "/"
+		j := i
+		for j < len(files) && strings.HasPrefix(files[j].path, sub) {
+			j++
+		}
+		h, err := b.build(files[i:j], sub)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries = append(entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
+		i = j
+	}
+	// git sorts tree entries by name, comparing a directory as name + "/".
+	sort.Slice(entries, func(i, j int) bool { return sortKey(entries[i]) < sortKey(entries[j]) })
+	tree := &object.Tree{Entries: entries}
+	obj := b.s.storage.NewEncodedObject()
+	if err := tree.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return b.store(obj)
+}
+
+func sortKey(e object.TreeEntry) string {
+	if e.Mode == filemode.Dir {
+		return e.Name + "/"
+	}
+	return e.Name
+}
+
+// tree scans the work tree and returns its tree hash and files.
+func (s *Store) tree(write bool) (plumbing.Hash, []file, error) {
+	files, err := s.scan()
+	if err != nil {
+		return plumbing.ZeroHash, nil, err
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+	b := &treeBuilder{s: s, write: write}
+	h, err := b.build(files, "")
+	return h, files, err
+}
+
+// Dirty reports whether the work tree differs from the last commit (an
+// empty repository with files is dirty).
+func (s *Store) Dirty() (bool, error) {
+	h, files, err := s.tree(false)
+	if err != nil {
+		return false, err
+	}
+	c, err := s.headCommit()
+	if err != nil {
+		return false, err
+	}
+	if c == nil {
+		return len(files) > 0, nil
+	}
+	return c.TreeHash != h, nil
+}
+
+// Commit records every change of the work tree (adds, edits, deletes) as a
+// new commit with message msg and returns its hash, or "" and nil when the
+// tree equals the last commit. When Commit returns, the commit is durable.
+func (s *Store) Commit(msg string) (string, error) {
+	if err := failpoint.Hit("gitstore.before-objects"); err != nil {
+		return "", fmt.Errorf("gitstore: commit in %s: %w", s.dir, err)
+	}
+	treeHash, files, err := s.tree(true)
+	if err != nil {
+		return "", fmt.Errorf("gitstore: commit in %s: %w", s.dir, err)
+	}
+	parent, err := s.headCommit()
+	if err != nil {
+		return "", err
+	}
+	if parent != nil && parent.TreeHash == treeHash {
+		return "", nil
+	}
+	if parent == nil && len(files) == 0 {
+		return "", nil
+	}
+	sig := object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: time.Now().Truncate(time.Second)}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: treeHash}
+	if parent != nil {
+		c.ParentHashes = []plumbing.Hash{parent.Hash}
+	}
+	obj := s.storage.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return "", err
+	}
+	b := &treeBuilder{s: s, write: true}
+	h, err := b.store(obj)
+	if err != nil {
+		return "", fmt.Errorf("gitstore: commit in %s: %w", s.dir, err)
+	}
+	if err := failpoint.Hit("gitstore.before-ref"); err != nil {
+		return "", fmt.Errorf("gitstore: update %s in %s: %w", s.branch, s.dir, err)
+	}
+	// The ref write is the commit point.
+	if err := s.writeRef(s.branch, h); err != nil {
+		return "", err
+	}
+	if err := failpoint.Hit("gitstore.before-stamp"); err != nil {
+		return "", fmt.Errorf("gitstore: stamp in %s: %w", s.dir, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(s.gitDir, stampFile), []byte(h.String()+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := failpoint.Hit("gitstore.before-index"); err != nil {
+		return "", fmt.Errorf("gitstore: index in %s: %w", s.dir, err)
+	}
+	if err := s.writeIndex(files); err != nil {
+		return "", err
+	}
+	if err := s.maybePack(); err != nil {
+		// The commit is durable; packing is housekeeping.
+		s.log.Warn("gitstore: packing loose objects failed; will retry", "repo", s.dir, "err", err)
+	}
+	return h.String(), nil
+}
+
+// writeIndex writes the index for files atomically, with stat data so the
+// git CLI sees a clean work tree without rehashing.
+func (s *Store) writeIndex(files []file) error {
+	idx := &index.Index{Version: 2}
+	for _, f := range files {
+		e := &index.Entry{Name: f.path, Hash: f.hash, Mode: f.mode}
+		if f.info != nil {
+			e.ModifiedAt = f.info.ModTime()
+			e.Size = uint32(f.info.Size())
+			if st, ok := f.info.Sys().(*syscall.Stat_t); ok {
+				e.CreatedAt = time.Unix(st.Ctim.Unix())
+				e.Dev, e.Inode = uint32(st.Dev), uint32(st.Ino)
+				e.UID, e.GID = st.Uid, st.Gid
+			}
+		}
+		idx.Entries = append(idx.Entries, e)
+	}
+	var buf bytes.Buffer
+	if err := index.NewEncoder(&buf).Encode(idx); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(s.gitDir, "index"), buf.Bytes(), 0o644)
+}
+
+// repairIndex rebuilds an index that does not decode from the last commit
+// (go-git rewrites the index in place, so a kill can truncate it).
+func (s *Store) repairIndex() error {
+	path := filepath.Join(s.gitDir, "index")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var idx index.Index
+		if derr := index.NewDecoder(bytes.NewReader(b)).Decode(&idx); derr == nil {
+			return nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	c, err := s.headCommit()
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return nil // nothing committed: no index needed
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return err
+	}
+	var files []file
+	err = tree.Files().ForEach(func(f *object.File) error {
+		files = append(files, file{path: f.Name, mode: f.Mode, hash: f.Hash})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.writeIndex(files); err != nil {
+		return err
+	}
+	if b == nil {
+		s.repaired("rebuilt the missing .git/index from HEAD")
+	} else {
+		s.repaired("rebuilt the unreadable .git/index (%d bytes) from HEAD", len(b))
+	}
+	return nil
+}
+
+// countLoose counts loose objects.
+func (s *Store) countLoose() int {
+	n := 0
+	dirs, _ := os.ReadDir(filepath.Join(s.gitDir, "objects"))
+	for _, d := range dirs {
+		if len(d.Name()) != 2 || !d.IsDir() {
+			continue
+		}
+		entries, _ := os.ReadDir(filepath.Join(s.gitDir, "objects", d.Name()))
+		n += len(entries)
+	}
+	return n
+}
+
+// maybePack packs loose objects once there are more than PackThreshold.
+// go-git writes the pack through the syncing filesystem (fsynced before it
+// is renamed into place) and only then deletes the loose objects.
+func (s *Store) maybePack() error {
+	if s.opts.PackThreshold < 0 || s.loose <= s.opts.PackThreshold {
+		return nil
+	}
+	if err := failpoint.Hit("gitstore.before-pack"); err != nil {
+		return err
+	}
+	if err := s.repo.RepackObjects(&git.RepackConfig{}); err != nil {
+		return err
+	}
+	// The storage caches the list of packs; start afresh.
+	if err := s.reopen(); err != nil {
+		return err
+	}
+	s.loose = s.countLoose()
+	s.log.Info("gitstore: packed loose objects", "repo", s.dir, "loose_left", s.loose)
+	return nil
+}

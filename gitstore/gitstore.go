@@ -1,0 +1,382 @@
+// Package gitstore versions a directory of configuration files in a git
+// repository, and keeps that repository valid across crashes and power cuts.
+//
+// It is built on go-git, which alone is not crash-safe: it never fsyncs,
+// and it rewrites branch refs and the index in place (truncate, then write),
+// so a kill can leave an empty ref (HEAD lost) or a truncated index.
+// gitstore gives go-git a storage filesystem that fsyncs files and
+// directories, builds commits as objects itself and then writes the branch
+// ref, a stamp of the last commit and the index atomically (atomicfile).
+// Open repairs what older writers or other tools left: an empty or garbage
+// ref (from the stamp), an unreadable index (rebuilt from HEAD), orphaned
+// tmp_obj_ files and, when the caller holds the home lock, stale *.lock
+// files. A Commit that returned survives kill -9 and a power cut. History
+// is never rewritten: Rollback makes a new commit. A Store is for one
+// writer process (the holder of the home lock); it is safe for use by one
+// goroutine at a time.
+package gitstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotRepo: the directory has no repository. Init makes one.
+	ErrNotRepo = errors.New("gitstore: not a repository")
+	// ErrBadRevision is matched by every *RevisionError.
+	ErrBadRevision = errors.New("gitstore: bad revision")
+)
+
+// RevisionError reports a revision that does not name a commit.
+type RevisionError struct {
+	Rev string
+	Err error
+}
+
+func (e *RevisionError) Error() string {
+	return fmt.Sprintf("gitstore: revision %q does not name a commit (use a hash from the history, HEAD~N or a tag): %v", e.Rev, e.Err)
+}
+
+// Unwrap returns ErrBadRevision and the cause.
+func (e *RevisionError) Unwrap() []error { return []error{ErrBadRevision, e.Err} }
+
+// Options configure a Store. nil means defaults.
+type Options struct {
+	AuthorName, AuthorEmail string // default "mcpkeep", "mcpkeep@localhost"
+	// HoldsLock says the caller holds the home's writer lock, so no other
+	// git writer can be running: Open may remove stale *.lock files.
+	HoldsLock bool
+	// PackThreshold is how many loose objects Commit allows before it packs
+	// them; 0 means DefaultPackThreshold, a negative value never packs.
+	PackThreshold int
+	Logger        *slog.Logger // nil = discard
+}
+
+// DefaultPackThreshold is the loose-object count that triggers packing.
+const DefaultPackThreshold = 2000
+
+const (
+	defaultBranch = "main"
+	stampFile     = "mcpkeep-head" // inside .git: the last commit, written after the ref
+)
+
+// Store is one config directory and its repository.
+type Store struct {
+	dir, gitDir string
+	opts        Options
+	log         *slog.Logger
+	repo        *git.Repository
+	storage     *filesystem.Storage
+	branch      string // refs/heads/…
+	repairs     []string
+	loose       int // loose objects, counted at Open and added to by Commit
+}
+
+func options(o *Options) Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.AuthorName == "" {
+		out.AuthorName = "mcpkeep"
+	}
+	if out.AuthorEmail == "" {
+		out.AuthorEmail = "mcpkeep@localhost"
+	}
+	if out.PackThreshold == 0 {
+		out.PackThreshold = DefaultPackThreshold
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+// Init makes dir (0700) a repository if it is not one yet, then opens it.
+// It does not commit. A .git left half-made by a crash during Init is
+// finished.
+func Init(dir string, opts *Options) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.MkdirAll(abs, 0o700); err != nil {
+		return nil, err
+	}
+	gitDir := filepath.Join(abs, ".git")
+	if _, err := os.Stat(filepath.Join(gitDir, "config")); errors.Is(err, fs.ErrNotExist) {
+		if err := atomicfile.MkdirAll(gitDir, 0o700); err != nil {
+			return nil, err
+		}
+		st := newStorage(gitDir)
+		if _, err := git.Init(st, nil); err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) {
+			return nil, fmt.Errorf("gitstore: init %s: %w", abs, err)
+		}
+		// HEAD names our branch; written atomically like every ref.
+		if err := atomicfile.WriteFile(filepath.Join(gitDir, "HEAD"), []byte("ref: refs/heads/"+defaultBranch+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return Open(abs, opts)
+}
+
+func newStorage(gitDir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(syncFS{osfs.New(gitDir)}, cache.NewObjectLRUDefault(),
+		filesystem.Options{ExclusiveAccess: true})
+}
+
+// Open opens the repository in dir and repairs it (see the package
+// documentation); Repairs lists what it did. It returns an error matching
+// ErrNotRepo when dir has no repository.
+func Open(dir string, opts *Options) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	o := options(opts)
+	s := &Store{dir: abs, gitDir: filepath.Join(abs, ".git"), opts: o, log: o.Logger}
+	if _, err := os.Stat(filepath.Join(s.gitDir, "config")); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w (run the server once to install the home)", abs, ErrNotRepo)
+		}
+		return nil, err
+	}
+	if err := s.cleanTemps(); err != nil {
+		return nil, err
+	}
+	if o.HoldsLock {
+		if err := s.cleanLocks(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.repairHEAD(); err != nil {
+		return nil, err
+	}
+	if err := s.reopen(); err != nil {
+		return nil, err
+	}
+	if err := s.repairRef(); err != nil {
+		return nil, err
+	}
+	if err := s.repairIndex(); err != nil {
+		return nil, err
+	}
+	s.loose = s.countLoose()
+	for _, r := range s.repairs {
+		s.log.Warn("gitstore: repaired", "repo", abs, "what", r)
+	}
+	return s, nil
+}
+
+// reopen (re)opens the storage and the repository.
+func (s *Store) reopen() error {
+	if s.storage != nil {
+		s.storage.Close()
+	}
+	s.storage = newStorage(s.gitDir)
+	repo, err := git.Open(s.storage, nil)
+	if err != nil {
+		return fmt.Errorf("gitstore: open %s: %w", s.dir, err)
+	}
+	s.repo = repo
+	return nil
+}
+
+// Dir returns the work tree's absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+// Repairs lists what Open repaired.
+func (s *Store) Repairs() []string { return s.repairs }
+
+// Close releases the store. It is safe to call more than once.
+func (s *Store) Close() error {
+	if s.storage != nil {
+		return s.storage.Close()
+	}
+	return nil
+}
+
+func (s *Store) repaired(format string, args ...any) {
+	s.repairs = append(s.repairs, fmt.Sprintf(format, args...))
+}
+
+// cleanTemps removes the temporary object and pack files go-git leaves
+// when a write is interrupted.
+func (s *Store) cleanTemps() error {
+	objects := filepath.Join(s.gitDir, "objects")
+	return filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.Type().IsRegular() && (strings.HasPrefix(name, "tmp_obj_") || strings.HasPrefix(name, "tmp_pack_") ||
+			strings.HasPrefix(name, "tmp_idx_") || atomicfile.IsTemp(name)) {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			s.repaired("removed %s, an object write a crash interrupted", s.rel(p))
+		}
+		return nil
+	})
+}
+
+// cleanLocks removes *.lock files: with the home lock held, no git writer
+// runs, so they are stale.
+func (s *Store) cleanLocks() error {
+	return filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "objects" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".lock") {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			s.repaired("removed stale %s", s.rel(p))
+		}
+		return nil
+	})
+}
+
+func (s *Store) rel(p string) string {
+	if r, err := filepath.Rel(s.dir, p); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return p
+}
+
+// repairHEAD makes .git/HEAD a symbolic ref to a branch and remembers it.
+func (s *Store) repairHEAD() error {
+	path := filepath.Join(s.gitDir, "HEAD")
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	target, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "ref: ")
+	if ok && strings.HasPrefix(target, "refs/heads/") && !strings.ContainsAny(target, " \x00") {
+		s.branch = target
+		return nil
+	}
+	s.branch = "refs/heads/" + defaultBranch
+	if err := atomicfile.WriteFile(path, []byte("ref: "+s.branch+"\n"), 0o644); err != nil {
+		return err
+	}
+	s.repaired("rewrote .git/HEAD (was %q)", truncate(string(b)))
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// readHash reads a file holding one commit hash and returns it if it names
+// a commit in the repository.
+func (s *Store) readHash(path string) (plumbing.Hash, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return plumbing.ZeroHash, false
+	}
+	str := string(bytes.TrimSpace(b))
+	if len(str) != 40 || !plumbing.IsHash(str) {
+		return plumbing.ZeroHash, false
+	}
+	h := plumbing.NewHash(str)
+	if _, err := s.repo.CommitObject(h); err != nil {
+		return plumbing.ZeroHash, false
+	}
+	return h, true
+}
+
+// repairRef makes the branch ref name a valid commit: from the stamp when
+// the ref is empty, garbage or dangling.
+func (s *Store) repairRef() error {
+	refPath := filepath.Join(s.gitDir, filepath.FromSlash(s.branch))
+	stampPath := filepath.Join(s.gitDir, stampFile)
+	if _, err := os.Stat(refPath); errors.Is(err, fs.ErrNotExist) {
+		// No loose ref: a fresh repository, or one whose refs were packed
+		// by git gc.
+		if ref, err := s.repo.Reference(plumbing.ReferenceName(s.branch), false); err == nil && !ref.Hash().IsZero() {
+			return nil
+		}
+		if h, ok := s.readHash(stampPath); ok {
+			s.repaired("restored missing %s from the stamp (%s)", s.branch, h)
+			return s.writeRef(s.branch, h)
+		}
+		return nil
+	}
+	if _, ok := s.readHash(refPath); ok {
+		return nil
+	}
+	b, _ := os.ReadFile(refPath)
+	h, ok := s.readHash(stampPath)
+	if !ok {
+		return fmt.Errorf("gitstore: %s holds %q, not a commit, and there is no stamp to repair it from; restore the config directory from a backup",
+			refPath, truncate(string(b)))
+	}
+	s.repaired("rewrote %s (was %q) from the stamp (%s)", s.branch, truncate(string(b)), h)
+	return s.writeRef(s.branch, h)
+}
+
+// writeRef writes a loose ref atomically.
+func (s *Store) writeRef(name string, h plumbing.Hash) error {
+	path := filepath.Join(s.gitDir, filepath.FromSlash(name))
+	if err := atomicfile.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, []byte(h.String()+"\n"), 0o644)
+}
+
+// head returns the commit the branch names, or ZeroHash for an empty
+// repository.
+func (s *Store) head() (plumbing.Hash, error) {
+	ref, err := s.repo.Reference(plumbing.ReferenceName(s.branch), false)
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("gitstore: read %s in %s: %w", s.branch, s.dir, err)
+	}
+	return ref.Hash(), nil
+}
+
+// Head returns the hash of the last commit, or "" for an empty repository.
+func (s *Store) Head() (string, error) {
+	h, err := s.head()
+	if err != nil || h.IsZero() {
+		return "", err
+	}
+	return h.String(), nil
+}
+
+func (s *Store) headCommit() (*object.Commit, error) {
+	h, err := s.head()
+	if err != nil || h.IsZero() {
+		return nil, err
+	}
+	return s.repo.CommitObject(h)
+}

@@ -1,0 +1,246 @@
+package gitstore_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/gitstore"
+)
+
+func git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return string(out)
+}
+
+func write(t testing.TB, dir, rel, data string) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+	require.NoError(t, os.WriteFile(p, []byte(data), 0o600))
+}
+
+func TestRandomCommitsMatchGitCLI(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, &gitstore.Options{PackThreshold: 300})
+	require.NoError(t, err)
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	commits := 0
+	for i := range 500 {
+		switch name := fmt.Sprintf("d%d/f%d.yaml", rng.IntN(3), rng.IntN(12)); rng.IntN(4) {
+		case 0:
+			os.Remove(filepath.Join(dir, filepath.FromSlash(name)))
+		default:
+			write(t, dir, name, fmt.Sprintf("v: %d\n", rng.IntN(5)))
+		}
+		h, err := s.Commit(fmt.Sprintf("change %d", i))
+		require.NoError(t, err)
+		if h != "" {
+			commits++
+		}
+	}
+	require.Positive(t, commits)
+	assert.Equal(t, strconv.Itoa(commits), strings.TrimSpace(git(t, dir, "rev-list", "--count", "HEAD")))
+	git(t, dir, "fsck", "--full", "--strict")
+	assert.Empty(t, git(t, dir, "status", "--porcelain"), "the git CLI sees a clean work tree")
+	dirty, err := s.Dirty()
+	require.NoError(t, err)
+	assert.False(t, dirty)
+	head, err := s.Head()
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(git(t, dir, "rev-parse", "HEAD")), head)
+	hist, err := s.History("", 0)
+	require.NoError(t, err)
+	assert.Len(t, hist, commits)
+}
+
+func TestEmptyCommitAndDirty(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	h, err := s.Commit("nothing")
+	require.NoError(t, err)
+	assert.Empty(t, h, "an empty tree is not committed")
+	head, err := s.Head()
+	require.NoError(t, err)
+	assert.Empty(t, head)
+
+	write(t, dir, "a.yaml", "a: 1\n")
+	dirty, err := s.Dirty()
+	require.NoError(t, err)
+	assert.True(t, dirty)
+	h, err = s.Commit("first")
+	require.NoError(t, err)
+	assert.Len(t, h, 40)
+	h2, err := s.Commit("again")
+	require.NoError(t, err)
+	assert.Empty(t, h2, "no change, no commit")
+}
+
+func TestRestoreAndRollbackRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	v1 := "name: a\nbytes: \"\\x00é\"\n"
+	write(t, dir, "p/a.yaml", v1)
+	write(t, dir, "keep.yaml", "k: 1\n")
+	first, err := s.Commit("one")
+	require.NoError(t, err)
+	write(t, dir, "p/a.yaml", "name: b\n")
+	write(t, dir, "new.yaml", "n: 1\n")
+	require.NoError(t, os.Remove(filepath.Join(dir, "keep.yaml")))
+	second, err := s.Commit("two")
+	require.NoError(t, err)
+
+	require.NoError(t, s.Restore("p/a.yaml", first))
+	b, err := os.ReadFile(filepath.Join(dir, "p", "a.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, v1, string(b))
+	head, _ := s.Head()
+	assert.Equal(t, second, head, "Restore does not move HEAD")
+
+	rb, err := s.Rollback(first[:8], "rollback to one")
+	require.NoError(t, err)
+	assert.NotEmpty(t, rb)
+	for rel, want := range map[string]string{"p/a.yaml": v1, "keep.yaml": "k: 1\n"} {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b), rel)
+	}
+	_, err = os.Stat(filepath.Join(dir, "new.yaml"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.Equal(t, "3", strings.TrimSpace(git(t, dir, "rev-list", "--count", "HEAD")), "history is never rewritten")
+	assert.Equal(t, strings.TrimSpace(git(t, dir, "rev-parse", first+"^{tree}")), strings.TrimSpace(git(t, dir, "rev-parse", "HEAD^{tree}")))
+	again, err := s.Rollback(first, "again")
+	require.NoError(t, err)
+	assert.Empty(t, again, "already equal")
+	git(t, dir, "fsck", "--full", "--strict")
+	assert.Empty(t, git(t, dir, "status", "--porcelain"))
+}
+
+func TestRevisions(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	write(t, dir, "a.yaml", "a: 1\n")
+	first, err := s.Commit("one")
+	require.NoError(t, err)
+
+	_, err = s.ReadAt("HEAD~1", "a.yaml")
+	var re *gitstore.RevisionError
+	require.ErrorAs(t, err, &re, "go-git's bare EOF is mapped")
+	require.ErrorIs(t, err, gitstore.ErrBadRevision)
+	_, err = s.ReadAt("nope", "a.yaml")
+	require.ErrorIs(t, err, gitstore.ErrBadRevision)
+	_, err = s.ReadAt("HEAD", "missing.yaml")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = s.ReadAt("HEAD", "../etc/passwd")
+	require.Error(t, err)
+
+	require.NoError(t, s.Tag("v1", "first"))
+	require.Error(t, s.Tag("v1", "again"), "tags are not moved")
+	require.Error(t, s.Tag("bad name", ""))
+	write(t, dir, "a.yaml", "a: 2\n")
+	_, err = s.Commit("two")
+	require.NoError(t, err)
+	for _, rev := range []string{"v1", first, first[:7], "HEAD~1"} {
+		b, err := s.ReadAt(rev, "a.yaml")
+		require.NoError(t, err, rev)
+		assert.Equal(t, "a: 1\n", string(b), rev)
+	}
+	hist, err := s.History("a.yaml", 1)
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	assert.Equal(t, "two", hist[0].Message)
+	git(t, dir, "fsck", "--full", "--strict")
+}
+
+func TestOpenNotRepo(t *testing.T) {
+	_, err := gitstore.Open(t.TempDir(), nil)
+	require.ErrorIs(t, err, gitstore.ErrNotRepo)
+}
+
+// TestOpenRepairs plants each failure go-git itself leaves after a kill
+// (measured: empty and truncated refs, truncated index, tmp_obj_ files,
+// stale locks) and checks Open repairs it.
+func TestOpenRepairs(t *testing.T) {
+	cases := map[string]func(t *testing.T, gitDir string){
+		"empty ref": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "refs", "heads", "main"), nil, 0o644))
+		},
+		"garbage ref": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "refs", "heads", "main"), []byte("zz\x00garbage"), 0o644))
+		},
+		"missing ref": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.Remove(filepath.Join(gitDir, "refs", "heads", "main")))
+		},
+		"truncated index": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.Truncate(filepath.Join(gitDir, "index"), 7))
+		},
+		"empty index": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.Truncate(filepath.Join(gitDir, "index"), 0))
+		},
+		"garbage HEAD": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "HEAD"), nil, 0o644))
+		},
+		"tmp_obj and stale locks": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "objects", "tmp_obj_123"), []byte("x"), 0o444))
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "index.lock"), nil, 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "refs", "heads", "main.lock"), nil, 0o644))
+		},
+	}
+	for name, plant := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := gitstore.Init(dir, nil)
+			require.NoError(t, err)
+			write(t, dir, "a.yaml", "a: 1\n")
+			_, err = s.Commit("one")
+			require.NoError(t, err)
+			write(t, dir, "a.yaml", "a: 2\n")
+			want, err := s.Commit("two")
+			require.NoError(t, err)
+			s.Close()
+
+			plant(t, filepath.Join(dir, ".git"))
+			s, err = gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
+			require.NoError(t, err)
+			defer s.Close()
+			assert.NotEmpty(t, s.Repairs())
+			head, err := s.Head()
+			require.NoError(t, err)
+			assert.Equal(t, want, head)
+			write(t, dir, "a.yaml", "a: 3\n")
+			_, err = s.Commit("three")
+			require.NoError(t, err)
+			git(t, dir, "fsck", "--full", "--strict")
+			assert.Empty(t, git(t, dir, "status", "--porcelain"))
+			assert.Equal(t, "3", strings.TrimSpace(git(t, dir, "rev-list", "--count", "HEAD")))
+		})
+	}
+}
+
+func TestLocksKeptWithoutHoldsLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	s.Close()
+	lock := filepath.Join(dir, ".git", "index.lock")
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
+	s, err = gitstore.Open(dir, nil)
+	require.NoError(t, err)
+	s.Close()
+	_, err = os.Stat(lock)
+	assert.NoError(t, err, "without the home lock a *.lock may be a live writer's")
+}

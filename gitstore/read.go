@@ -1,0 +1,293 @@
+package gitstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// Commit describes one commit of the history.
+type Commit struct {
+	Hash    string    `json:"hash"`
+	Message string    `json:"message"`
+	Author  string    `json:"author"`
+	When    time.Time `json:"when"`
+}
+
+// cleanPath checks a work-tree path given by a caller: relative,
+// slash-separated, inside the tree, not in .git.
+func cleanPath(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	c := path.Clean(filepath.ToSlash(p))
+	if path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") || c == ".git" || strings.HasPrefix(c, ".git/") {
+		return "", fmt.Errorf("gitstore: path %q must be relative to the config directory and outside .git", p)
+	}
+	if c == "." {
+		return "", nil
+	}
+	return c, nil
+}
+
+var hexRev = regexp.MustCompile(`^[0-9a-f]{4,39}$`)
+
+// resolve returns the commit rev names: a full or short hash, HEAD, HEAD~N,
+// a branch or a tag.
+func (s *Store) resolve(rev string) (*object.Commit, error) {
+	if rev == "" {
+		return nil, &RevisionError{Rev: rev, Err: errors.New("empty revision")}
+	}
+	if hexRev.MatchString(rev) {
+		return s.resolvePrefix(rev)
+	}
+	h, err := s.repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			// go-git's answer for HEAD~N past the first commit.
+			err = errors.New("it goes back past the first commit")
+		}
+		return nil, &RevisionError{Rev: rev, Err: err}
+	}
+	c, err := s.repo.CommitObject(*h)
+	if err != nil {
+		// A tag object: peel it.
+		if tag, terr := s.repo.TagObject(*h); terr == nil {
+			if c, cerr := tag.Commit(); cerr == nil {
+				return c, nil
+			}
+		}
+		return nil, &RevisionError{Rev: rev, Err: err}
+	}
+	return c, nil
+}
+
+// resolvePrefix finds the commit whose hash starts with prefix, walking the
+// history from HEAD.
+func (s *Store) resolvePrefix(prefix string) (*object.Commit, error) {
+	head, err := s.headCommit()
+	if err != nil {
+		return nil, err
+	}
+	var found *object.Commit
+	for c := head; c != nil; {
+		if strings.HasPrefix(c.Hash.String(), prefix) {
+			if found != nil {
+				return nil, &RevisionError{Rev: prefix, Err: errors.New("ambiguous: give more digits")}
+			}
+			found = c
+			if len(prefix) >= 12 {
+				break
+			}
+		}
+		if c.NumParents() == 0 {
+			break
+		}
+		if c, err = c.Parent(0); err != nil {
+			return nil, err
+		}
+	}
+	if found == nil {
+		return nil, &RevisionError{Rev: prefix, Err: errors.New("no commit in the history has this hash")}
+	}
+	return found, nil
+}
+
+// entryHash returns the blob hash of path in c, or ZeroHash if absent.
+func entryHash(c *object.Commit, p string) plumbing.Hash {
+	tree, err := c.Tree()
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	if p == "" {
+		return tree.Hash
+	}
+	e, err := tree.FindEntry(p)
+	if err != nil {
+		return plumbing.ZeroHash
+	}
+	return e.Hash
+}
+
+// History returns up to n commits (all when n <= 0), newest first, that
+// changed path ("" for every commit), following first parents.
+func (s *Store) History(p string, n int) ([]Commit, error) {
+	p, err := cleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.headCommit()
+	if err != nil {
+		return nil, err
+	}
+	var out []Commit
+	for c != nil && (n <= 0 || len(out) < n) {
+		var parent *object.Commit
+		if c.NumParents() > 0 {
+			if parent, err = c.Parent(0); err != nil {
+				return out, err
+			}
+		}
+		changed := p == ""
+		if !changed {
+			mine := entryHash(c, p)
+			changed = parent == nil && !mine.IsZero() || parent != nil && entryHash(parent, p) != mine
+		}
+		if changed {
+			out = append(out, Commit{Hash: c.Hash.String(), Message: strings.TrimSpace(c.Message),
+				Author: c.Author.Name, When: c.Author.When})
+		}
+		c = parent
+	}
+	return out, nil
+}
+
+// ReadAt returns the bytes of path at revision rev. A path missing at rev
+// gives an error matching fs.ErrNotExist; a bad rev a *RevisionError.
+func (s *Store) ReadAt(rev, p string) ([]byte, error) {
+	data, _, err := s.readAt(rev, p)
+	return data, err
+}
+
+func (s *Store) readAt(rev, p string) ([]byte, filemode.FileMode, error) {
+	p, err := cleanPath(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := s.resolve(rev)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, err := c.File(p)
+	if err != nil {
+		return nil, 0, &fs.PathError{Op: "read at " + rev, Path: p, Err: fs.ErrNotExist}
+	}
+	body, err := f.Contents()
+	if err != nil {
+		return nil, 0, err
+	}
+	return []byte(body), f.Mode, nil
+}
+
+// Restore writes path's bytes at rev into the work tree, atomically. It
+// does not commit and does not move HEAD.
+func (s *Store) Restore(p, rev string) error {
+	data, mode, err := s.readAt(rev, p)
+	if err != nil {
+		return err
+	}
+	return s.writeWork(p, data, mode)
+}
+
+func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
+	dst := filepath.Join(s.dir, filepath.FromSlash(p))
+	if err := atomicfile.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	if mode == filemode.Symlink {
+		tmp := dst + ".symlink-restore"
+		os.Remove(tmp)
+		if err := os.Symlink(string(data), tmp); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			return err
+		}
+		return atomicfile.SyncDir(filepath.Dir(dst))
+	}
+	perm := fs.FileMode(0o600)
+	if mode == filemode.Executable {
+		perm = 0o700
+	}
+	return atomicfile.WriteFile(dst, data, perm)
+}
+
+// Rollback makes the work tree equal to revision rev and commits that as a
+// new commit with message msg; history is never rewritten. It returns the
+// new hash, or "" when the tree already equals rev.
+func (s *Store) Rollback(rev, msg string) (string, error) {
+	c, err := s.resolve(rev)
+	if err != nil {
+		return "", err
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return "", err
+	}
+	want := map[string]bool{}
+	err = tree.Files().ForEach(func(f *object.File) error {
+		want[f.Name] = true
+		body, err := f.Contents()
+		if err != nil {
+			return err
+		}
+		cur, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f.Name)))
+		if err == nil && string(cur) == body {
+			return nil
+		}
+		return s.writeWork(f.Name, []byte(body), f.Mode)
+	})
+	if err != nil {
+		return "", err
+	}
+	files, err := s.scan()
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		if !want[f.path] {
+			p := filepath.Join(s.dir, filepath.FromSlash(f.path))
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return "", err
+			}
+			if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil {
+				return "", err
+			}
+		}
+	}
+	return s.Commit(msg)
+}
+
+// Tag makes an annotated tag name on the last commit. A tag of that name
+// must not exist yet.
+func (s *Store) Tag(name, msg string) error {
+	if err := plumbing.ReferenceName("refs/tags/" + name).Validate(); err != nil || name == "" || strings.ContainsAny(name, " ~^:?*[\\") {
+		return fmt.Errorf("gitstore: tag name %q is not valid", name)
+	}
+	head, err := s.headCommit()
+	if err != nil {
+		return err
+	}
+	if head == nil {
+		return fmt.Errorf("gitstore: tag %q: %s has no commit yet", name, s.dir)
+	}
+	refName := "refs/tags/" + name
+	if _, err := s.repo.Reference(plumbing.ReferenceName(refName), false); err == nil {
+		return fmt.Errorf("gitstore: tag %q already exists in %s", name, s.dir)
+	}
+	tag := &object.Tag{Name: name, Message: msg, TargetType: plumbing.CommitObject, Target: head.Hash,
+		Tagger: object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: time.Now().Truncate(time.Second)}}
+	obj := s.storage.NewEncodedObject()
+	if err := tag.Encode(obj); err != nil {
+		return err
+	}
+	b := &treeBuilder{s: s, write: true}
+	h, err := b.store(obj)
+	if err != nil {
+		return err
+	}
+	return s.writeRef(refName, h)
+}

@@ -1,0 +1,113 @@
+package gitstore
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/go-git/go-billy/v5"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// syncFS is a billy filesystem for go-git's storage that makes what go-git
+// writes durable: a file written through it is fsynced when closed, and a
+// directory is fsynced after a rename or a mkdir in it. go-git alone calls
+// fsync zero times, so a power cut can leave empty loose objects.
+type syncFS struct {
+	billy.Filesystem
+}
+
+func (s syncFS) abs(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(s.Root(), filepath.FromSlash(name))
+}
+
+func (s syncFS) Create(name string) (billy.File, error) {
+	f, err := s.Filesystem.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return &syncFile{File: f, fs: s, name: name, created: true}, nil
+}
+
+func (s syncFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, error) {
+	f, err := s.Filesystem.OpenFile(name, flag, perm)
+	if err != nil || flag&(os.O_WRONLY|os.O_RDWR) == 0 {
+		return f, err
+	}
+	return &syncFile{File: f, fs: s, name: name, created: flag&os.O_CREATE != 0}, nil
+}
+
+func (s syncFS) TempFile(dir, prefix string) (billy.File, error) {
+	f, err := s.Filesystem.TempFile(dir, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return &syncFile{File: f, fs: s, name: f.Name(), created: true}, nil
+}
+
+func (s syncFS) Rename(from, to string) error {
+	if err := s.Filesystem.Rename(from, to); err != nil {
+		return err
+	}
+	if err := atomicfile.SyncDir(s.abs(path.Dir(to))); err != nil {
+		return err
+	}
+	if d := path.Dir(from); d != path.Dir(to) {
+		return atomicfile.SyncDir(s.abs(d))
+	}
+	return nil
+}
+
+func (s syncFS) MkdirAll(name string, perm os.FileMode) error {
+	return atomicfile.MkdirAll(s.abs(name), perm)
+}
+
+func (s syncFS) Chroot(p string) (billy.Filesystem, error) {
+	fs, err := s.Filesystem.Chroot(p)
+	if err != nil {
+		return nil, err
+	}
+	return syncFS{fs}, nil
+}
+
+// syncFile fsyncs on Close if it was written, and fsyncs its directory if
+// it created the file.
+type syncFile struct {
+	billy.File
+	fs      syncFS
+	name    string
+	created bool
+	written bool
+}
+
+func (f *syncFile) Write(p []byte) (int, error) {
+	f.written = true
+	return f.File.Write(p)
+}
+
+func (f *syncFile) Truncate(size int64) error {
+	f.written = true
+	return f.File.Truncate(size)
+}
+
+func (f *syncFile) Close() error {
+	if f.written {
+		if s, ok := f.File.(interface{ Sync() error }); ok {
+			if err := s.Sync(); err != nil {
+				f.File.Close()
+				return err
+			}
+		}
+	}
+	if err := f.File.Close(); err != nil {
+		return err
+	}
+	if f.created {
+		return atomicfile.SyncDir(filepath.Dir(f.fs.abs(f.name)))
+	}
+	return nil
+}
