@@ -1,0 +1,157 @@
+package gitstore_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+const crashDirEnv = "GITSTORE_CRASH_DIR"
+
+// TestHelperCommitLoop is the child of the crash test: it opens the
+// repository (as the lock holder would) and commits forever, printing each
+// hash only after Commit returned.
+func TestHelperCommitLoop(t *testing.T) {
+	dir := os.Getenv(crashDirEnv)
+	if dir == "" {
+		return
+	}
+	s, err := gitstore.Init(dir, &gitstore.Options{HoldsLock: true, PackThreshold: 40})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for i := 0; ; i++ {
+		name := filepath.Join(dir, fmt.Sprintf("f%d.yaml", i%7))
+		if i%11 == 10 {
+			os.Remove(name)
+		} else if err := os.WriteFile(name, fmt.Appendf(nil, "n: %d\n", i), 0o600); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		h, err := s.Commit(fmt.Sprintf("step %d", i))
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		if h != "" {
+			fmt.Fprintln(out, h)
+			out.Flush()
+		}
+	}
+}
+
+// TestCrashCommitLoop SIGKILLs a committing child at every gitstore
+// failpoint and at random moments, and checks after each kill that the
+// repository opens, commits, holds every acknowledged commit and passes
+// git fsck.
+func TestCrashCommitLoop(t *testing.T) {
+	// The acceptance run is 300 kills (MCPKEEP_LONG=1, about 7 minutes on
+	// 2 cores); the default run is shorter so go test ./... stays quick.
+	kills := 40
+	if os.Getenv("MCPKEEP_LONG") != "" {
+		kills = 300
+	} else if testing.Short() {
+		kills = 12
+	}
+	var points []string
+	for _, n := range failpoint.Names {
+		if strings.HasPrefix(n, "gitstore.") {
+			points = append(points, n)
+		}
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (replay: set it in the test)", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	dir := t.TempDir()
+	var acked []string
+	byPoint := map[string]int{}
+	for i := range kills {
+		var env string
+		if i%2 == 0 {
+			p := points[(i/2)%len(points)]
+			n := 1 + rng.IntN(8)
+			if p == "gitstore.before-pack" {
+				n = 1
+			}
+			env = fmt.Sprintf("%s=kill@%d", p, n)
+			byPoint[p]++
+		}
+		acked = append(acked, runUntilKilled(t, dir, env, rng)...)
+
+		s, err := gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
+		require.NoError(t, err, "kill %d (%s), seed %d", i, env, seed)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "after.yaml"), fmt.Appendf(nil, "k: %d\n", i), 0o600))
+		_, err = s.Commit("after kill")
+		require.NoError(t, err, "kill %d (%s), seed %d", i, env, seed)
+		s.Close()
+		if i%10 == 9 || i == kills-1 {
+			checkRepo(t, dir, acked, seed)
+		}
+	}
+	for _, p := range points {
+		assert.Positive(t, byPoint[p], "failpoint %s never armed", p)
+	}
+	t.Logf("%d kills, %d acknowledged commits, all present", kills, len(acked))
+}
+
+// runUntilKilled runs the child with failpoints env until it dies: by the
+// failpoint, or by SIGKILL after a random number of commits and a random
+// delay. It returns the acknowledged hashes.
+func runUntilKilled(t *testing.T, dir, env string, rng *rand.Rand) []string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCommitLoop$")
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, failpoint.EnvVar+"="+env)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(stdout)
+	var acked []string
+	killAfter := 1 + rng.IntN(12)
+	delay := time.Duration(rng.IntN(3000)) * time.Microsecond
+	for sc.Scan() {
+		line := sc.Text()
+		require.False(t, strings.HasPrefix(line, "error"), "child: %s", line)
+		acked = append(acked, line)
+		if env == "" && len(acked) == killAfter {
+			time.Sleep(delay) // the crash schedule: land anywhere in the next commit
+			cmd.Process.Kill()
+		}
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the child must die by SIGKILL (failpoint %q)", env)
+	ws := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child exit: %v (failpoint %q)", err, env)
+	return acked
+}
+
+func checkRepo(t *testing.T, dir string, acked []string, seed uint64) {
+	t.Helper()
+	git(t, dir, "fsck", "--full", "--strict")
+	log := map[string]bool{}
+	for h := range strings.FieldsSeq(git(t, dir, "rev-list", "HEAD")) {
+		log[h] = true
+	}
+	for _, h := range acked {
+		require.True(t, log[h], "acknowledged commit %s lost (seed %d)", h, seed)
+	}
+	ref, err := os.ReadFile(filepath.Join(dir, ".git", "refs", "heads", "main"))
+	require.NoError(t, err)
+	require.Len(t, strings.TrimSpace(string(ref)), 40, "branch ref is a hash")
+	assert.Empty(t, git(t, dir, "status", "--porcelain"))
+}
