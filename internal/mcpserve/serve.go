@@ -1,0 +1,147 @@
+// Package mcpserve serves one go-sdk *mcp.Server over stdio and Streamable
+// HTTP at once, and shuts both down gracefully. It works around three gaps
+// of the SDK: requests read just before stdin reaches EOF are answered
+// instead of dropped (go-sdk #1061); HTTP sessions are closed before
+// http.Server.Shutdown, which otherwise hangs on open GET streams (go-sdk
+// #440); and Origin is checked, not only Host. Every HTTP request but
+// /healthz needs the bearer token. It does not decide where to listen:
+// the caller passes a bound listener.
+package mcpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrStdinClosed is what Serve returns when it stopped because stdin
+// reached EOF: the client that spawned the server went away.
+var ErrStdinClosed = errors.New("mcpserve: stdin closed")
+
+// DefaultShutdownTimeout bounds the drain of in-flight calls at shutdown.
+const DefaultShutdownTimeout = 5 * time.Second
+
+// Options say which transports to serve.
+type Options struct {
+	// Stdio serves newline-delimited JSON-RPC on Stdin and Stdout
+	// (os.Stdin and os.Stdout when nil).
+	Stdio  bool
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Listener, if not nil, serves Streamable HTTP at /mcp.
+	Listener net.Listener
+	// Token is the bearer token every HTTP request but /healthz must carry.
+	// "" switches the check off; the caller must only do that on loopback.
+	Token string
+	// Health returns the JSON body of GET /healthz; it must hold no secret.
+	Health func() any
+	// ShutdownTimeout bounds the drain of in-flight calls; 0 means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger // nil = discard
+}
+
+// Serve serves server until ctx is cancelled, stdin reaches EOF (stdio
+// only), or no transport is left. Then it stops taking requests, lets calls
+// in flight finish (bounded by ShutdownTimeout), closes HTTP sessions and
+// the HTTP server. It returns ErrStdinClosed after stdin EOF, nil after ctx
+// was cancelled, and the error of a transport that failed otherwise. A
+// failing HTTP transport does not stop a working stdio one.
+func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
+	if !opts.Stdio && opts.Listener == nil {
+		return errors.New("mcpserve: no transport: neither stdio nor a listener")
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+
+	var stdio *drainTransport
+	var stdioSession *mcp.ServerSession
+	stdioDone := make(chan error, 1)
+	if opts.Stdio {
+		in, out := opts.Stdin, opts.Stdout
+		if in == nil {
+			in = os.Stdin
+		}
+		if out == nil {
+			out = os.Stdout
+		}
+		stdio = newDrainTransport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}, opts.ShutdownTimeout)
+		ss, err := server.Connect(context.WithoutCancel(ctx), stdio, nil)
+		if err != nil {
+			return fmt.Errorf("mcpserve: stdio: %w", err)
+		}
+		stdioSession = ss
+		log.Info("stdio transport up")
+		go func() { stdioDone <- ss.Wait() }()
+	}
+
+	var web *httpServer
+	httpDone := make(chan error, 1)
+	if opts.Listener != nil {
+		web = newHTTPServer(server, stdioSession, opts, log)
+		go func() { httpDone <- web.serve() }()
+		log.Info("HTTP transport up", "addr", opts.Listener.Addr().String())
+	}
+
+	var result error
+	stdioOpen, httpOpen := opts.Stdio, opts.Listener != nil
+	for stdioOpen || httpOpen {
+		select {
+		case <-ctx.Done():
+			stdioOpen, httpOpen = false, false
+		case err := <-stdioDone:
+			stdioOpen = false
+			stdioDone = nil
+			log.Info("stdio transport ended", "err", err)
+			result = ErrStdinClosed
+			httpOpen = false // the client that spawned us is gone
+		case err := <-httpDone:
+			httpOpen = false
+			httpDone = nil
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("HTTP transport failed", "err", err)
+				if !stdioOpen {
+					result = fmt.Errorf("mcpserve: HTTP: %w", err)
+				}
+			}
+		}
+	}
+
+	// Graceful shutdown, bounded by ShutdownTimeout.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.ShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	if web != nil {
+		wg.Go(func() { web.shutdown(sctx) })
+	}
+	if stdioSession != nil && stdioDone != nil {
+		stdio.stop() // Read drains the calls in flight, then ends the session
+		select {
+		case <-stdioDone:
+		case <-sctx.Done():
+			stdioSession.Close()
+			<-stdioDone
+		}
+	}
+	wg.Wait()
+	log.Info("transports stopped")
+	return result
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
