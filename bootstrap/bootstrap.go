@@ -1,0 +1,107 @@
+// Package bootstrap tells a first install from a restart from an upgrade,
+// and brings a home to the current schema in a way a crash cannot break.
+//
+// A fresh install creates the home layout (0700 directories), writes the
+// default files without clobbering any file a user put there, initializes
+// the config git repository with one initial commit, and writes the .version
+// stamp last, so a home without a stamp is an interrupted install that the
+// next Ensure finishes. An upgrade backs up config/, runs the migrations in
+// order, validates, commits and stamps; a failing migration puts config/
+// back exactly as it was. A home stamped by a newer schema is never
+// downgraded. Ensure must be called while holding the home's writer lock
+// (lifecycle.Lock); bootstrap does not lock.
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+)
+
+// State is what Detect finds in a home.
+type State int
+
+// States of a home.
+const (
+	Fresh        State = iota // no home, or an empty one
+	Ready                     // stamped with the current schema
+	NeedsUpgrade              // stamped with an older schema
+	Incomplete                // content but no (readable) stamp, or no config repository: an interrupted install
+	TooNew                    // stamped with a newer schema than this program knows
+)
+
+func (s State) String() string {
+	switch s {
+	case Fresh:
+		return "fresh"
+	case Ready:
+		return "ready"
+	case NeedsUpgrade:
+		return "needs-upgrade"
+	case Incomplete:
+		return "incomplete"
+	case TooNew:
+		return "too-new"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Errors callers branch on.
+var (
+	// ErrTooNew: the home was stamped by a newer schema. Upgrade the server;
+	// never downgrade a home.
+	ErrTooNew = errors.New("bootstrap: home schema is newer than this server")
+	// ErrMigration is matched by every *MigrationError.
+	ErrMigration = errors.New("bootstrap: migration failed")
+)
+
+// MigrationError reports a migration (or the validation after it) that
+// failed. config/ was restored to what it was before the upgrade.
+type MigrationError struct {
+	Migration string // the migration's name, or "validate"
+	From, To  int
+	Err       error
+}
+
+func (e *MigrationError) Error() string {
+	return fmt.Sprintf("bootstrap: migration %q (v%d→v%d) failed, config restored as it was: %v", e.Migration, e.From, e.To, e.Err)
+}
+
+// Unwrap returns ErrMigration and the migration's error.
+func (e *MigrationError) Unwrap() []error { return []error{ErrMigration, e.Err} }
+
+// Info is what Detect reads from a home's stamp.
+type Info struct {
+	State          State     `json:"state"`
+	Schema         int       `json:"schema,omitempty"`
+	ToolkitVersion string    `json:"toolkit_version,omitempty"`
+	InstalledAt    time.Time `json:"installed_at,omitzero"`
+	LastBootAt     time.Time `json:"last_boot_at,omitzero"`
+	Boots          int       `json:"boots,omitempty"`
+	Detail         string    `json:"detail,omitempty"` // why the home is Incomplete, TooNew, …
+}
+
+const modulePath = "github.com/mcpkeep/mcpkeep"
+
+// ToolkitVersion returns the version of the mcpkeep module in this binary
+// (as the main module or a dependency), or "devel" for a local build.
+func ToolkitVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	v := ""
+	if bi.Main.Path == modulePath {
+		v = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == modulePath {
+			v = d.Version
+		}
+	}
+	if v == "" || v == "(devel)" {
+		return "devel"
+	}
+	return v
+}

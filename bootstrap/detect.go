@@ -1,0 +1,99 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// Names in a home.
+const (
+	VersionFile    = ".version"
+	ConfigDir      = "config"
+	CheckpointsDir = "checkpoints"
+	BackupsDir     = "backups"
+	upgradingFile  = ".upgrading" // names the backup of an upgrade in progress
+)
+
+// stamp is the .version file.
+type stamp struct {
+	Schema         int       `json:"schema"`
+	ToolkitVersion string    `json:"toolkit_version"`
+	InstalledAt    time.Time `json:"installed_at"`
+	LastBootAt     time.Time `json:"last_boot_at"`
+	Boots          int       `json:"boots"`
+}
+
+// ignored are the files that may exist in a home before its install: the
+// lock takes the home first.
+var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true}
+
+// Detect reads the home's state. schema is the caller's current schema
+// version; 0 means "do not judge" (for operator tools that do not know the
+// server's schema): a stamped home is then Ready. A stamp that does not
+// parse makes the home Incomplete, with the reason in Detail; Ensure
+// quarantines it and finishes the install. Errors are for homes that cannot
+// be read at all.
+func Detect(home string, schema int) (Info, error) {
+	entries, err := os.ReadDir(home)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Info{State: Fresh, Detail: "home does not exist"}, nil
+	}
+	if err != nil {
+		return Info{}, err
+	}
+	empty := true
+	for _, e := range entries {
+		if !ignored[e.Name()] {
+			empty = false
+		}
+	}
+	if empty {
+		return Info{State: Fresh, Detail: "home is empty"}, nil
+	}
+	st, err := readStamp(home)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Info{State: Incomplete, Detail: "no " + VersionFile + " stamp: an install was interrupted"}, nil
+	case errors.Is(err, atomicfile.ErrCorrupt):
+		return Info{State: Incomplete, Detail: err.Error()}, nil
+	case err != nil:
+		return Info{}, err
+	}
+	info := Info{Schema: st.Schema, ToolkitVersion: st.ToolkitVersion, InstalledAt: st.InstalledAt,
+		LastBootAt: st.LastBootAt, Boots: st.Boots}
+	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); err != nil {
+		info.State, info.Detail = Incomplete, "stamped, but "+ConfigDir+"/ is not a git repository"
+		return info, nil
+	}
+	switch {
+	case schema == 0 || st.Schema == schema:
+		info.State = Ready
+	case st.Schema < schema:
+		info.State, info.Detail = NeedsUpgrade, fmt.Sprintf("schema %d, current %d", st.Schema, schema)
+	default:
+		info.State, info.Detail = TooNew, fmt.Sprintf("schema %d is newer than this server's %d", st.Schema, schema)
+	}
+	return info, nil
+}
+
+func readStamp(home string) (stamp, error) {
+	var st stamp
+	path := filepath.Join(home, VersionFile)
+	if err := atomicfile.ReadJSONStrict(path, &st); err != nil {
+		return st, err
+	}
+	if st.Schema < 1 {
+		return st, &atomicfile.CorruptError{Path: path, Err: fmt.Errorf("schema %d: want 1 or more", st.Schema)}
+	}
+	return st, nil
+}
+
+func writeStamp(home string, st stamp) error {
+	return atomicfile.WriteJSON(filepath.Join(home, VersionFile), st, 0o600)
+}

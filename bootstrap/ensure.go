@@ -1,0 +1,278 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// Migration moves config/ from schema From to schema To.
+type Migration struct {
+	From, To int
+	Name     string
+	// Apply changes the files in configDir. It need not be atomic: a
+	// failure or a crash puts config/ back from the backup taken before.
+	Apply func(ctx context.Context, configDir string) error
+}
+
+// Spec describes what a home must look like.
+type Spec struct {
+	Home           string
+	Schema         int    // the current schema version, 1 or more
+	ToolkitVersion string // "" = ToolkitVersion()
+	// Dirs are extra directories (relative to Home) created 0700, besides
+	// config/, checkpoints/ and backups/.
+	Dirs []string
+	// Defaults are the default files, rooted like config/. A file a user
+	// already put there is never overwritten.
+	Defaults fs.FS
+	// Migrations are applied in a chain from the stamped schema to Schema.
+	Migrations []Migration
+	// Validate checks config/ after migrations, before the commit; an error
+	// fails the upgrade like a failing migration.
+	Validate func(configDir string) error
+	// Git sets the config repository's author; HoldsLock is implied.
+	Git    *gitstore.Options
+	Logger *slog.Logger // nil = discard
+}
+
+// Result says what Ensure found and did.
+type Result struct {
+	Before    Info
+	After     Info
+	Installed bool   // a fresh install
+	Resumed   bool   // an interrupted install finished
+	Upgraded  bool   // migrations ran
+	Commit    string // the install or migration commit, if one was made
+}
+
+// Ensure brings the home of spec to the current schema: it installs a fresh
+// home, finishes an interrupted install, or upgrades an older one, and
+// records the boot in the stamp. It returns an error matching ErrTooNew for
+// a home of a newer schema and a *MigrationError when an upgrade fails.
+// Call it while holding the home's lock.
+func Ensure(ctx context.Context, spec Spec) (Result, error) {
+	if spec.Home == "" || spec.Schema < 1 {
+		return Result{}, fmt.Errorf("bootstrap: Spec needs a Home and a Schema of 1 or more (got %q, %d)", spec.Home, spec.Schema)
+	}
+	if spec.ToolkitVersion == "" {
+		spec.ToolkitVersion = ToolkitVersion()
+	}
+	log := spec.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &ensurer{spec: spec, log: log, config: filepath.Join(spec.Home, ConfigDir)}
+	if err := e.finishUpgradeRestore(); err != nil {
+		return Result{}, err
+	}
+	before, err := Detect(spec.Home, spec.Schema)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Before: before}
+	now := time.Now().UTC().Truncate(time.Second)
+	var st stamp
+	switch before.State {
+	case TooNew:
+		return res, fmt.Errorf("%s: %s; upgrade this server, never downgrade a home: %w",
+			filepath.Join(spec.Home, VersionFile), before.Detail, ErrTooNew)
+	case Fresh, Incomplete:
+		if before.State == Incomplete {
+			if err := e.quarantineStamp(); err != nil {
+				return res, err
+			}
+			// A lost stamp over a config history of another schema: the
+			// install or migrate commit says which, and that is the truth.
+			if s := e.schemaFromHistory(); s > e.spec.Schema {
+				return res, fmt.Errorf("%s: config history says schema %d, newer than this server's %d; upgrade this server: %w",
+					e.config, s, e.spec.Schema, ErrTooNew)
+			} else if s > 0 && s < e.spec.Schema {
+				st = stamp{Schema: s, InstalledAt: now}
+				if res.Commit, err = e.upgrade(ctx, s); err != nil {
+					return res, err
+				}
+				st.Schema, res.Upgraded, res.Resumed = spec.Schema, true, true
+				break
+			}
+		}
+		if st, err = e.install(ctx, now); err != nil {
+			return res, err
+		}
+		res.Installed, res.Resumed = before.State == Fresh, before.State == Incomplete
+	case NeedsUpgrade:
+		st = stampOf(before)
+		if res.Commit, err = e.upgrade(ctx, before.Schema); err != nil {
+			return res, err
+		}
+		st.Schema, res.Upgraded = spec.Schema, true
+	case Ready:
+		st = stampOf(before)
+	}
+	st.ToolkitVersion, st.LastBootAt, st.Boots = spec.ToolkitVersion, now, st.Boots+1
+	if err := failpoint.Hit("bootstrap.before-stamp"); err != nil {
+		return res, err
+	}
+	if err := writeStamp(spec.Home, st); err != nil {
+		return res, err
+	}
+	if err := e.endUpgrade(); err != nil {
+		return res, err
+	}
+	res.After = Info{State: Ready, Schema: st.Schema, ToolkitVersion: st.ToolkitVersion,
+		InstalledAt: st.InstalledAt, LastBootAt: st.LastBootAt, Boots: st.Boots}
+	return res, nil
+}
+
+func stampOf(i Info) stamp {
+	return stamp{Schema: i.Schema, ToolkitVersion: i.ToolkitVersion, InstalledAt: i.InstalledAt, LastBootAt: i.LastBootAt, Boots: i.Boots}
+}
+
+type ensurer struct {
+	spec   Spec
+	log    *slog.Logger
+	config string
+}
+
+func (e *ensurer) gitOptions() *gitstore.Options {
+	var o gitstore.Options
+	if e.spec.Git != nil {
+		o = *e.spec.Git
+	}
+	o.HoldsLock = true
+	if o.Logger == nil {
+		o.Logger = e.log
+	}
+	return &o
+}
+
+// install creates the layout, writes the defaults, makes the initial commit
+// once, and returns the stamp to write. Every step is idempotent, so an
+// install interrupted anywhere is finished by running it again.
+func (e *ensurer) install(ctx context.Context, now time.Time) (stamp, error) {
+	st := stamp{Schema: e.spec.Schema, InstalledAt: now}
+	if err := e.makeDirs(); err != nil {
+		return st, err
+	}
+	if err := failpoint.Hit("bootstrap.after-dirs"); err != nil {
+		return st, err
+	}
+	if err := e.writeDefaults(); err != nil {
+		return st, err
+	}
+	if err := failpoint.Hit("bootstrap.after-defaults"); err != nil {
+		return st, err
+	}
+	store, err := gitstore.Init(e.config, e.gitOptions())
+	if err != nil {
+		return st, err
+	}
+	defer store.Close()
+	if err := failpoint.Hit("bootstrap.after-git-init"); err != nil {
+		return st, err
+	}
+	head, err := store.Head()
+	if err != nil {
+		return st, err
+	}
+	if head == "" {
+		if _, err := store.Commit(fmt.Sprintf("install: schema %d", e.spec.Schema)); err != nil {
+			return st, err
+		}
+		e.log.Info("installed a fresh home", "schema", e.spec.Schema)
+	}
+	return st, failpoint.Hit("bootstrap.after-initial-commit")
+}
+
+// makeDirs creates the layout's directories, 0700.
+func (e *ensurer) makeDirs() error {
+	dirs := append([]string{ConfigDir, CheckpointsDir, BackupsDir}, e.spec.Dirs...)
+	for _, d := range dirs {
+		if err := atomicfile.MkdirAll(filepath.Join(e.spec.Home, d), 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeDefaults copies spec.Defaults into config/ without replacing any
+// existing file.
+func (e *ensurer) writeDefaults() error {
+	if e.spec.Defaults == nil {
+		return nil
+	}
+	return fs.WalkDir(e.spec.Defaults, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(e.config, filepath.FromSlash(p))
+		if d.IsDir() {
+			return atomicfile.MkdirAll(dst, 0o700)
+		}
+		if _, err := os.Lstat(dst); err == nil {
+			return nil // the user's file wins
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		data, err := fs.ReadFile(e.spec.Defaults, p)
+		if err != nil {
+			return fmt.Errorf("bootstrap: default file %s: %w", p, err)
+		}
+		return atomicfile.WriteFile(dst, data, 0o600)
+	})
+}
+
+// quarantineStamp moves an unreadable .version into backups/.
+func (e *ensurer) quarantineStamp() error {
+	path := filepath.Join(e.spec.Home, VersionFile)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	backups := filepath.Join(e.spec.Home, BackupsDir)
+	if err := atomicfile.MkdirAll(backups, 0o700); err != nil {
+		return err
+	}
+	saved, err := atomicfile.Backup(path, backups)
+	if err != nil {
+		return err
+	}
+	e.log.Warn("unreadable stamp quarantined", "path", path, "copy", saved)
+	return os.Remove(path)
+}
+
+var schemaMsg = regexp.MustCompile(`^(?:install: schema (\d+)|migrate v\d+→v(\d+))`)
+
+// schemaFromHistory returns the schema named by the newest install or
+// migrate commit of config/, or 0.
+func (e *ensurer) schemaFromHistory() int {
+	if _, err := os.Stat(filepath.Join(e.config, ".git")); err != nil {
+		return 0
+	}
+	store, err := gitstore.Open(e.config, e.gitOptions())
+	if err != nil {
+		return 0
+	}
+	defer store.Close()
+	commits, err := store.History("", 0)
+	if err != nil {
+		return 0
+	}
+	for _, c := range commits {
+		if m := schemaMsg.FindStringSubmatch(c.Message); m != nil {
+			n, _ := strconv.Atoi(m[1] + m[2])
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,185 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// upgrading is the .upgrading journal: it exists from the moment config/ is
+// backed up until the new stamp is written, so an upgrade interrupted by a
+// crash is undone from the backup at the next Ensure.
+type upgrading struct {
+	Backup   string `json:"backup"` // relative to the home
+	From, To int
+}
+
+// chain returns the migrations from schema from to the current schema.
+func (e *ensurer) chain(from int) ([]Migration, error) {
+	var out []Migration
+	for cur := from; cur != e.spec.Schema; {
+		next := -1
+		for i, m := range e.spec.Migrations {
+			if m.From == cur && m.To > cur && m.To <= e.spec.Schema {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			return nil, fmt.Errorf("bootstrap: no migration from schema %d toward %d (have %d migrations); the server cannot upgrade %s",
+				cur, e.spec.Schema, len(e.spec.Migrations), e.spec.Home)
+		}
+		out = append(out, e.spec.Migrations[next])
+		cur = e.spec.Migrations[next].To
+	}
+	return out, nil
+}
+
+// upgrade backs up config/, runs the migrations from schema from, validates
+// and commits. On failure config/ is restored from the backup.
+func (e *ensurer) upgrade(ctx context.Context, from int) (string, error) {
+	chain, err := e.chain(from)
+	if err != nil {
+		return "", err
+	}
+	if err := e.makeDirs(); err != nil {
+		return "", err
+	}
+	rel := filepath.Join(BackupsDir, fmt.Sprintf("upgrade-v%d-%s", from, time.Now().UTC().Format("20060102T150405.000000000Z")))
+	if err := copyTree(e.config, filepath.Join(e.spec.Home, rel)); err != nil {
+		return "", fmt.Errorf("bootstrap: back up %s before upgrading: %w", e.config, err)
+	}
+	j := upgrading{Backup: rel, From: from, To: e.spec.Schema}
+	if err := atomicfile.WriteJSON(filepath.Join(e.spec.Home, upgradingFile), j, 0o600); err != nil {
+		return "", err
+	}
+	fail := func(name string, m Migration, err error) (string, error) {
+		mErr := &MigrationError{Migration: name, From: m.From, To: m.To, Err: err}
+		if rerr := e.restore(j); rerr != nil {
+			return "", errors.Join(mErr, fmt.Errorf("restore %s from %s: %w", e.config, rel, rerr))
+		}
+		return "", mErr
+	}
+	if err := failpoint.Hit("bootstrap.before-migration"); err != nil {
+		return fail("before-migration", Migration{From: from, To: e.spec.Schema}, err)
+	}
+	for _, m := range chain {
+		if err := ctx.Err(); err != nil {
+			return fail(m.Name, m, err)
+		}
+		e.log.Info("migrating config", "name", m.Name, "from", m.From, "to", m.To)
+		if err := m.Apply(ctx, e.config); err != nil {
+			return fail(m.Name, m, err)
+		}
+	}
+	if err := failpoint.Hit("bootstrap.after-migration"); err != nil {
+		return fail("after-migration", Migration{From: from, To: e.spec.Schema}, err)
+	}
+	whole := Migration{From: from, To: e.spec.Schema}
+	if e.spec.Validate != nil {
+		if err := e.spec.Validate(e.config); err != nil {
+			return fail("validate", whole, err)
+		}
+	}
+	store, err := gitstore.Open(e.config, e.gitOptions())
+	if err != nil {
+		return fail("commit", whole, err)
+	}
+	defer store.Close()
+	hash, err := store.Commit(fmt.Sprintf("migrate v%d→v%d", from, e.spec.Schema))
+	if err != nil {
+		return fail("commit", whole, err)
+	}
+	return hash, nil
+}
+
+// restore puts config/ back as it was in the backup j names. The config/
+// being replaced is moved into backups/, not deleted.
+func (e *ensurer) restore(j upgrading) error {
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	aside := filepath.Join(e.spec.Home, BackupsDir, fmt.Sprintf("failed-upgrade-v%d-%s", j.From, stamp))
+	if err := os.Rename(e.config, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := atomicfile.SyncDir(e.spec.Home); err != nil {
+		return err
+	}
+	if err := copyTree(filepath.Join(e.spec.Home, j.Backup), e.config); err != nil {
+		return err
+	}
+	return e.endUpgrade()
+}
+
+// finishUpgradeRestore undoes an upgrade a crash interrupted: if the
+// journal exists and the stamp does not yet name the new schema, config/ is
+// restored from the backup before anything else looks at it.
+func (e *ensurer) finishUpgradeRestore() error {
+	var j upgrading
+	err := atomicfile.ReadJSON(filepath.Join(e.spec.Home, upgradingFile), &j)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if st, err := readStamp(e.spec.Home); err == nil && st.Schema == j.To {
+		return e.endUpgrade() // the upgrade finished; only the journal was left
+	}
+	e.log.Warn("an upgrade was interrupted; restoring config from its backup", "backup", j.Backup)
+	return e.restore(j)
+}
+
+func (e *ensurer) endUpgrade() error {
+	err := os.Remove(filepath.Join(e.spec.Home, upgradingFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(e.spec.Home)
+}
+
+// copyTree durably copies the directory src to dst (which must not hold
+// other files), keeping modes and symbolic links.
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return atomicfile.MkdirAll(target, info.Mode().Perm())
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return atomicfile.WriteFile(target, data, info.Mode().Perm())
+		}
+		return nil // sockets and devices have no place in config
+	})
+}
