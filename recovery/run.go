@@ -1,0 +1,422 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// Directories of a home.
+const (
+	ConfigDir  = "config"
+	BackupsDir = "backups"
+)
+
+type runner struct {
+	opts   Options
+	home   string
+	log    *slog.Logger
+	report Report
+}
+
+// Run checks the home and, unless opts.DryRun, repairs it. See the package
+// documentation for what it does, in order. The error is for a home that
+// could not be checked at all (permissions, I/O); everything else is a
+// Finding.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	if opts.Home == "" {
+		return Report{}, errors.New("recovery: Options.Home is empty")
+	}
+	home, err := filepath.Abs(opts.Home)
+	if err != nil {
+		return Report{}, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &runner{opts: opts, home: home, log: log, report: Report{Home: home, DryRun: opts.DryRun}}
+	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); errors.Is(err, fs.ErrNotExist) {
+		r.add(Finding{Kind: KindNotInstalled, Path: ConfigDir, Action: "none",
+			Detail: "no config repository", Remedy: "start the server once to install the home"})
+		return r.report, nil
+	}
+	steps := []func(context.Context) error{r.temps, r.gitLocks, r.staleState, r.checkpoints, r.dirs, r.config}
+	for _, step := range steps {
+		if err := ctx.Err(); err != nil {
+			return r.report, err
+		}
+		if err := step(ctx); err != nil {
+			return r.report, err
+		}
+	}
+	return r.report, nil
+}
+
+func (r *runner) add(f Finding) {
+	if r.opts.DryRun && f.Action != "none" {
+		f.Action = "would " + f.Action
+	}
+	r.log.Warn("recovery", "kind", f.Kind, "path", f.Path, "action", f.Action, "detail", f.Detail)
+	r.report.Findings = append(r.report.Findings, f)
+}
+
+func (r *runner) rel(abs string) string {
+	rel, err := filepath.Rel(r.home, abs)
+	if err != nil {
+		return abs
+	}
+	return filepath.ToSlash(rel)
+}
+
+// temps removes the temporary files a crash left anywhere in the home,
+// except inside .git (gitstore cleans its own).
+func (r *runner) temps(context.Context) error {
+	return filepath.WalkDir(r.home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !atomicfile.IsTemp(d.Name()) {
+			return nil
+		}
+		r.add(Finding{Kind: KindOrphanTemp, Path: r.rel(p), Action: "removed",
+			Detail: "temporary file of a write a crash interrupted; the target kept its old bytes"})
+		if r.opts.DryRun {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return atomicfile.SyncDir(filepath.Dir(p))
+	})
+}
+
+// gitLocks removes the *.lock files in the config repository: stale,
+// because the caller holds the home lock, so no git writer runs.
+func (r *runner) gitLocks(context.Context) error {
+	gitDir := filepath.Join(r.home, ConfigDir, ".git")
+	return filepath.WalkDir(gitDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "objects" {
+			return filepath.SkipDir
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".lock") {
+			return nil
+		}
+		r.add(Finding{Kind: KindStaleGitLock, Path: r.rel(p), Action: "removed",
+			Detail: "git lock left by a crash; no git writer runs while the home is locked"})
+		if r.opts.DryRun {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return atomicfile.SyncDir(filepath.Dir(p))
+	})
+}
+
+// staleState moves aside the state file of a server that is not running.
+func (r *runner) staleState(context.Context) error {
+	path := filepath.Join(r.home, statefile.FileName)
+	s, err := statefile.Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	detail := ""
+	switch {
+	case err != nil:
+		detail = "unreadable: " + err.Error()
+	case s.Ours():
+		return nil
+	case s.Alive():
+		return nil // a live server's (doctor beside it): not ours to touch
+	default:
+		detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", s.PID)
+	}
+	f := Finding{Kind: KindStaleState, Path: statefile.FileName, Action: "moved to " + BackupsDir + "/", Detail: detail}
+	if !r.opts.DryRun {
+		dst, err := r.quarantine(path, "stale")
+		if err != nil {
+			return err
+		}
+		f.Action = "moved to " + r.rel(dst)
+	}
+	r.add(f)
+	return nil
+}
+
+// quarantine moves the file at abs into backups/ under a new, timestamped
+// name and returns that name. The bytes are kept as they are.
+func (r *runner) quarantine(abs, prefix string) (string, error) {
+	backups := filepath.Join(r.home, BackupsDir)
+	if err := atomicfile.MkdirAll(backups, 0o700); err != nil {
+		return "", err
+	}
+	flat := strings.ReplaceAll(r.rel(abs), "/", "_")
+	base := filepath.Join(backups, prefix+"-"+time.Now().UTC().Format("20060102T150405.000000000Z")+"-"+flat)
+	dst := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		dst = fmt.Sprintf("%s-%d", base, i)
+	}
+	if err := os.Rename(abs, dst); err != nil {
+		return "", err
+	}
+	if err := atomicfile.SyncDir(backups); err != nil {
+		return "", err
+	}
+	return dst, atomicfile.SyncDir(filepath.Dir(abs))
+}
+
+// checkpoints rolls back every update that began and did not finish.
+func (r *runner) checkpoints(context.Context) error {
+	dir := filepath.Join(r.home, CheckpointsDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		cdir := filepath.Join(dir, e.Name())
+		var m manifest
+		err := atomicfile.ReadJSONStrict(filepath.Join(cdir, manifestName), &m)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Begin never finished: nothing was written under it.
+			r.add(Finding{Kind: KindInterrupted, Path: r.rel(cdir), Action: "removed",
+				Detail: "a checkpoint that was never completed; no file had been changed under it"})
+		case err != nil:
+			r.add(Finding{Kind: KindInterrupted, Path: r.rel(cdir), Action: "none", Detail: err.Error(), NeedsUser: true,
+				Remedy: "compare the pre-images in " + r.rel(cdir) + " with the files they name, then remove the directory"})
+			continue
+		default:
+			paths := make([]string, len(m.Files))
+			for i, f := range m.Files {
+				paths[i] = f.Path
+			}
+			r.add(Finding{Kind: KindInterrupted, Path: r.rel(cdir), Action: "rolled back " + strings.Join(paths, ", "),
+				Detail: fmt.Sprintf("update %q was interrupted by a crash before it finished", m.Op)})
+			if !r.opts.DryRun {
+				if err := restore(r.home, cdir, m); err != nil {
+					return err
+				}
+			}
+		}
+		if r.opts.DryRun {
+			continue
+		}
+		if err := os.Remove(filepath.Join(cdir, manifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := os.RemoveAll(cdir); err != nil {
+			return err
+		}
+		if err := atomicfile.SyncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dirs recreates the home's directories.
+func (r *runner) dirs(context.Context) error {
+	for _, d := range []string{CheckpointsDir, BackupsDir} {
+		p := filepath.Join(r.home, d)
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		r.add(Finding{Kind: KindMissingDir, Path: d, Action: "created"})
+		if !r.opts.DryRun {
+			if err := atomicfile.MkdirAll(p, 0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *runner) gitOptions() *gitstore.Options {
+	var o gitstore.Options
+	if r.opts.Git != nil {
+		o = *r.opts.Git
+	}
+	o.HoldsLock = !r.opts.DryRun
+	if o.Logger == nil {
+		o.Logger = r.log
+	}
+	return &o
+}
+
+// config repairs the repository, restores corrupt files and commits what a
+// crash left uncommitted.
+func (r *runner) config(ctx context.Context) error {
+	configDir := filepath.Join(r.home, ConfigDir)
+	store, err := gitstore.Open(configDir, r.gitOptions())
+	if err != nil {
+		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir, Action: "none", Detail: err.Error(), NeedsUser: true,
+			Remedy: "the config repository cannot be opened; restore " + ConfigDir + " from " + BackupsDir + "/ or reinstall"})
+		return nil
+	}
+	defer store.Close()
+	for _, msg := range store.Repairs() {
+		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: "repaired", Detail: msg})
+	}
+	files, err := configFiles(configDir)
+	if err != nil {
+		return err
+	}
+	for _, rel := range files {
+		if err := r.checkFile(store, configDir, rel); err != nil {
+			return err
+		}
+	}
+	dirty, err := store.Dirty()
+	if err != nil {
+		return err
+	}
+	if !dirty {
+		return nil
+	}
+	f := Finding{Kind: KindUncommitted, Path: ConfigDir, Action: "committed",
+		Detail: "changes no commit recorded, left by a crash or made by hand"}
+	if !r.opts.DryRun {
+		hash, err := store.Commit("recovered: commit changes left uncommitted by a crash or a hand edit")
+		if err != nil {
+			return err
+		}
+		f.Action = "committed as " + shortHash(hash)
+	}
+	r.add(f)
+	return nil
+}
+
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// parse checks one config file's bytes: syntax by extension, then Validate.
+func (r *runner) parse(rel string, data []byte) error {
+	var err error
+	switch strings.ToLower(filepath.Ext(rel)) {
+	case ".yaml", ".yml":
+		err = atomicfile.ParseYAML(rel, data, nil)
+	case ".json":
+		err = atomicfile.ParseJSON(rel, data, nil)
+	}
+	if err == nil && r.opts.Validate != nil {
+		err = r.opts.Validate(rel, data)
+	}
+	return err
+}
+
+// checkFile quarantines a config file that does not parse and restores its
+// newest good version from history (or the default, when allowed).
+func (r *runner) checkFile(store *gitstore.Store, configDir, rel string) error {
+	abs := filepath.Join(configDir, filepath.FromSlash(rel))
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		r.add(Finding{Kind: KindUnreadableFile, Path: r.rel(abs), Action: "none", Detail: err.Error(), NeedsUser: true,
+			Remedy: "fix the file's permissions or owner"})
+		return nil
+	}
+	perr := r.parse(rel, data)
+	if perr == nil {
+		return nil
+	}
+	good, from := r.lastGood(store, rel)
+	if good == nil && r.opts.AllowDefaults && r.opts.Defaults != nil {
+		if d, err := fs.ReadFile(r.opts.Defaults, rel); err == nil && r.parse(rel, d) == nil {
+			good, from = d, "the default"
+		}
+	}
+	f := Finding{Kind: KindCorruptConfig, Path: r.rel(abs), Detail: perr.Error()}
+	if good == nil {
+		f.Action, f.NeedsUser = "quarantined to "+BackupsDir+"/", true
+		f.Remedy = "no good version in history: fix the copy in " + BackupsDir + "/ and put it back, then commit"
+	} else {
+		f.Action = "quarantined to " + BackupsDir + "/ and restored from " + from
+	}
+	if !r.opts.DryRun {
+		dst, err := r.quarantine(abs, "corrupt")
+		if err != nil {
+			return err
+		}
+		f.Action = strings.Replace(f.Action, BackupsDir+"/", r.rel(dst), 1)
+		if good != nil {
+			if err := atomicfile.WriteFile(abs, good, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	r.add(f)
+	return nil
+}
+
+// lastGood returns the newest committed version of rel that parses, and
+// the commit it came from.
+func (r *runner) lastGood(store *gitstore.Store, rel string) ([]byte, string) {
+	commits, err := store.History(rel, 0)
+	if err != nil {
+		return nil, ""
+	}
+	for _, c := range commits {
+		data, err := store.ReadAt(c.Hash, rel)
+		if err == nil && r.parse(rel, data) == nil {
+			return data, "commit " + shortHash(c.Hash)
+		}
+	}
+	return nil, ""
+}
+
+// configFiles lists the regular files of the config work tree, relative
+// and slash-separated, without .git, sorted.
+func configFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			rel, err := filepath.Rel(dir, p)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	slices.Sort(files)
+	return files, err
+}
