@@ -1,10 +1,17 @@
 package lifecycle_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"testing/fstest"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
@@ -30,4 +37,25 @@ func ExampleTryLock() {
 	// Output:
 	// true true
 	// <nil>
+}
+
+// A server on the harness: a home with one default file, one MCP server,
+// stdio by default. Run blocks until the client goes away or a signal comes.
+func ExampleHarness() {
+	h, err := lifecycle.New(lifecycle.Options{
+		Name: "notes", Home: filepath.Join(os.Getenv("HOME"), ".notes"),
+		Spec: bootstrap.Spec{Schema: 1, Defaults: fstest.MapFS{"notes.yaml": {Data: []byte("notes: []\n")}}},
+		NewServer: func(env *lifecycle.Env) (*mcp.Server, error) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v0.1.0"}, nil)
+			// add tools; change files only inside env.Update(ctx, msg, paths, write)
+			return s, nil
+		},
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	})
+	if err == nil {
+		err = h.Run(context.Background())
+	}
+	if err != nil {
+		slog.Error("notes", "err", err)
+	}
 }

@@ -1,0 +1,163 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// Env is what a server built on the Harness gets: the home, its versioned
+// config store, a logger, what start-up found, and Update, the one way to
+// change config durably.
+type Env struct {
+	Home      string          // absolute home directory
+	ConfigDir string          // <home>/config, a git repository
+	Store     *gitstore.Store // the config repository; write through Update
+	Logger    *slog.Logger    // never nil
+	Boot      bootstrap.Result
+	Report    recovery.Report // what start-up recovery found and did
+
+	mu    sync.Mutex // one update at a time: the home has one writer
+	state func() statefile.State
+}
+
+// Update makes one durable, all-or-nothing change to config files. It
+// begins a checkpoint holding the pre-images of paths (relative to
+// ConfigDir), runs write, commits every change in the config repository with
+// message msg, and ends the checkpoint. It returns the new commit hash, or ""
+// when write changed nothing. If write or the commit fails, the files are
+// put back as they were and the error is returned; if the process dies
+// instead, the next start's recovery puts them back. Updates are serialized.
+// write should replace files with atomicfile.
+func (e *Env) Update(ctx context.Context, msg string, paths []string, write func() error) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	abs := make([]string, len(paths))
+	for i, p := range paths {
+		if filepath.IsAbs(p) {
+			return "", fmt.Errorf("lifecycle: update path %q must be relative to %s", p, e.ConfigDir)
+		}
+		abs[i] = filepath.Join(e.ConfigDir, filepath.FromSlash(p))
+	}
+	cp, err := recovery.Begin(e.Home, msg, abs...)
+	if err != nil {
+		return "", err
+	}
+	hash, err := e.writeAndCommit(msg, write)
+	if err != nil {
+		if rerr := cp.Rollback(); rerr != nil {
+			return "", errors.Join(err, fmt.Errorf("roll back %q: %w", msg, rerr))
+		}
+		return "", err
+	}
+	if err := cp.Done(); err != nil {
+		// The commit is durable; a leftover checkpoint would roll it back
+		// at the next start, so report the failure loudly.
+		return hash, fmt.Errorf("lifecycle: %q committed as %s but its checkpoint could not be closed: %w", msg, hash, err)
+	}
+	return hash, nil
+}
+
+func (e *Env) writeAndCommit(msg string, write func() error) (string, error) {
+	if err := write(); err != nil {
+		return "", err
+	}
+	return e.Store.Commit(msg)
+}
+
+// Commit commits every uncommitted change in the config repository, such as
+// edits made by hand while the server runs, and returns the new hash or ""
+// when there was nothing to commit. It waits for any Update in progress.
+func (e *Env) Commit(msg string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.Store.Commit(msg)
+}
+
+// State returns a copy of the server's current state record without its
+// bearer token, for tools such as server_info.
+func (e *Env) State() statefile.State {
+	s := e.state()
+	s.Token = ""
+	return s
+}
+
+// Rollback makes the config equal to revision rev as a new commit (history
+// is never rewritten) and returns its hash, or "" when the tree already
+// equals rev. Like Update it is all-or-nothing across a crash: the files of
+// the tree are checkpointed first.
+func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
+	files, err := configFiles(e.ConfigDir)
+	if err != nil {
+		return "", err
+	}
+	msg := "rollback to " + rev
+	var hash string
+	_, err = e.Update(ctx, msg, files, func() error {
+		var err error
+		hash, err = e.Store.Rollback(rev, msg)
+		return err
+	})
+	return hash, err
+}
+
+// configFiles lists the regular files of the config work tree, relative to
+// dir and slash-separated, without .git.
+func configFiles(dir string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			rel, err := filepath.Rel(dir, path)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	return files, err
+}
+
+// Files lists the config files in the work tree, relative to ConfigDir.
+func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
+
+// OpenHome takes the lock of an installed home and opens its config store
+// without serving, for operator tools that must write beside no server
+// (mcpkeep rollback, doctor --fix). It returns a *LockedError while a server
+// runs. Close the Env with the returned func.
+func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	lock, err := TryLock(home)
+	if err != nil {
+		return nil, nil, err
+	}
+	configDir := filepath.Join(home, "config")
+	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: logger})
+	if err != nil {
+		return nil, nil, errors.Join(err, lock.Unlock())
+	}
+	env := &Env{Home: home, ConfigDir: configDir, Store: store, Logger: logger,
+		state: func() statefile.State { return statefile.State{Home: home} }}
+	closeFn := func() error { return errors.Join(store.Close(), lock.Unlock()) }
+	return env, closeFn, nil
+}

@@ -1,0 +1,113 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/portmgr"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultHealthInterval  = 30 * time.Second
+	DefaultShutdownTimeout = 5 * time.Second
+)
+
+// Options configure a Harness. The zero value of every field but Name, Home
+// and NewServer is a sensible default.
+type Options struct {
+	Name    string // server name, in the state file and the registry
+	Version string // server version
+	Home    string // the home directory; created 0700 if missing
+
+	// Spec describes the home's schema, default files and migrations. Its
+	// Home and Logger are filled in from these Options.
+	Spec bootstrap.Spec
+
+	// NewServer builds the MCP server once the home is ready and locked.
+	NewServer func(*Env) (*mcp.Server, error)
+
+	// NoStdio turns the stdio transport off (it is on by default).
+	NoStdio bool
+	// HTTP is the Streamable HTTP address: "" = off, "127.0.0.1:0" = any
+	// port. A non-loopback host must be given explicitly and still requires
+	// the bearer token.
+	HTTP string
+	// NoToken switches the bearer token off. It is refused unless HTTP is on
+	// a loopback address. Host and Origin checks stay on.
+	NoToken bool
+
+	// Registry is the discovery registry file; "" means
+	// statefile.DefaultRegistryPath(). NoRegistry switches it off.
+	Registry   string
+	NoRegistry bool
+
+	// Validate, if set, checks each config file during recovery.
+	Validate func(path string, data []byte) error
+
+	HealthInterval  time.Duration // default DefaultHealthInterval
+	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
+	Logger          *slog.Logger  // nil = discard; binaries pass a stderr logger
+
+	// Stdin and Stdout replace os.Stdin and os.Stdout for the stdio
+	// transport (tests).
+	Stdin  io.Reader
+	Stdout io.Writer
+	// NoSignals stops Run from handling SIGINT and SIGTERM itself.
+	NoSignals bool
+}
+
+// Harness runs one MCP server on one home: see Run.
+type Harness struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns a Harness for opts. It checks opts but does no I/O.
+func New(opts Options) (*Harness, error) {
+	if opts.Name == "" {
+		return nil, errors.New("lifecycle: Options.Name is empty")
+	}
+	if opts.Home == "" {
+		return nil, errors.New("lifecycle: Options.Home is empty")
+	}
+	if opts.NewServer == nil {
+		return nil, errors.New("lifecycle: Options.NewServer is nil")
+	}
+	if opts.NoStdio && opts.HTTP == "" {
+		return nil, errors.New("lifecycle: no transport: stdio is off and HTTP is empty")
+	}
+	if opts.HTTP != "" {
+		host, _, err := net.SplitHostPort(opts.HTTP)
+		if err != nil {
+			return nil, fmt.Errorf("lifecycle: HTTP address %q: %w (want host:port, e.g. 127.0.0.1:0)", opts.HTTP, err)
+		}
+		if opts.NoToken && !portmgr.IsLoopback(host) {
+			return nil, fmt.Errorf("lifecycle: HTTP address %q is not loopback: the bearer token cannot be switched off", opts.HTTP)
+		}
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = DefaultHealthInterval
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(opts.Home)
+	if err != nil {
+		return nil, fmt.Errorf("lifecycle: home %q: %w", opts.Home, err)
+	}
+	opts.Home = abs
+	return &Harness{opts: opts, log: log.With("home", abs)}, nil
+}

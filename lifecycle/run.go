@@ -1,0 +1,298 @@
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/internal/mcpserve"
+	"github.com/mcpkeep/mcpkeep/portmgr"
+	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// Run starts the server and blocks until it stops. In order it: takes the
+// home lock (a *LockedError if another process has it), bootstraps the home,
+// runs start-up recovery, binds the HTTP listener, writes the state file
+// with a fresh bearer token, registers in the registry, and serves stdio and
+// HTTP on one *mcp.Server. It stops when ctx is cancelled, on SIGINT or
+// SIGTERM, when stdin reaches EOF, or on a fatal transport error; then it
+// finishes in-flight calls (bounded by ShutdownTimeout), commits uncommitted
+// config, removes the state file, unregisters and unlocks. It returns nil
+// after a clean stop.
+//
+// The lock is taken before bootstrap, not after: two first starts racing on
+// one fresh home must not both install it.
+func (h *Harness) Run(ctx context.Context) (err error) {
+	if !h.opts.NoSignals {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+	}
+	o, log := &h.opts, h.log
+	lock, err := TryLock(o.Home)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, lock.Unlock()) }()
+	for _, r := range lock.Reclaimed() {
+		log.Warn("reclaimed a stale lock", "detail", r)
+	}
+	statePath := filepath.Join(o.Home, statefile.FileName)
+	prev, _ := statefile.Read(statePath) // the last run's port, if any; recovery moves a stale file away
+
+	spec := o.Spec
+	spec.Home, spec.Logger = o.Home, log
+	boot, err := bootstrap.Ensure(ctx, spec)
+	if err != nil {
+		return err
+	}
+	log.Info("home ready", "state", boot.After.State.String(), "schema", boot.After.Schema, "boots", boot.After.Boots)
+
+	report, err := recovery.Run(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, Logger: log})
+	if err != nil {
+		return err
+	}
+	for _, f := range report.Findings {
+		log.Warn("recovery", "kind", f.Kind, "path", f.Path, "action", f.Action, "detail", f.Detail)
+	}
+	configDir := filepath.Join(o.Home, "config")
+	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	ln := h.listen(ctx, prev)
+	token := ""
+	if ln != nil && !o.NoToken {
+		token = newToken()
+	}
+
+	var mu sync.Mutex // guards st
+	st := statefile.New(o.Name, o.Home)
+	st.Version, st.ToolkitVersion, st.Stdio, st.Token = o.Version, bootstrap.ToolkitVersion(), !o.NoStdio, token
+	if ln != nil {
+		port := ln.Addr().(*net.TCPAddr).Port
+		host, _, _ := net.SplitHostPort(o.HTTP)
+		st.HTTP = &statefile.HTTP{Host: host, Port: port, URL: statefile.URL(host, port)}
+	}
+	snapshot := func() statefile.State { mu.Lock(); defer mu.Unlock(); return st }
+	update := func(change func(*statefile.State)) error {
+		mu.Lock()
+		defer mu.Unlock()
+		change(&st)
+		return statefile.Write(statePath, &st)
+	}
+	if err := update(func(*statefile.State) {}); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return err
+	}
+	defer func() {
+		if rerr := statefile.Remove(statePath); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	if err := failpoint.Hit("lifecycle.after-state-write"); err != nil {
+		return err
+	}
+	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report, state: snapshot}
+	server, err := o.NewServer(env)
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return fmt.Errorf("lifecycle: build server: %w", err)
+	}
+
+	serveCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { h.healthLoop(serveCtx, lock, statePath, update) })
+	if err := update(func(s *statefile.State) { s.Status = statefile.StatusReady }); err != nil {
+		log.Warn("state file: could not mark ready", "path", statePath, "err", err)
+	}
+	// Registration never depends on HTTP: stdio-only servers are listed too.
+	reg := h.registry()
+	if reg != nil {
+		if err := reg.Register(o.Home, snapshot()); err != nil {
+			log.Warn("registry: could not register; discovery by `mcpkeep servers` will miss this server", "err", err)
+		} else {
+			defer func() {
+				if uerr := reg.Unregister(o.Home); uerr != nil {
+					log.Warn("registry: could not unregister", "err", uerr)
+				}
+			}()
+		}
+	}
+
+	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "pid", st.PID)
+
+	serveErr := mcpserve.Serve(serveCtx, server, mcpserve.Options{
+		Stdio:           !o.NoStdio,
+		Stdin:           o.Stdin,
+		Stdout:          o.Stdout,
+		Listener:        ln,
+		Token:           token,
+		Health:          func() any { return healthBody(snapshot()) },
+		ShutdownTimeout: o.ShutdownTimeout,
+		Logger:          log,
+	})
+	cancel()
+	wg.Wait()
+	log.Info("shutting down", "reason", reason(ctx, serveErr))
+
+	_ = update(func(s *statefile.State) { s.Status = statefile.StatusStopping })
+	if err := failpoint.Hit("lifecycle.before-shutdown-commit"); err != nil {
+		return err
+	}
+	if hash, cerr := env.Commit("shutdown: commit uncommitted changes"); cerr != nil {
+		err = errors.Join(err, cerr)
+	} else if hash != "" {
+		log.Info("committed uncommitted config at shutdown", "commit", hash)
+	}
+	if errors.Is(serveErr, mcpserve.ErrStdinClosed) || ctx.Err() != nil {
+		serveErr = nil
+	}
+	return errors.Join(err, serveErr)
+}
+
+// listen binds the HTTP listener, preferring the port in the address, then
+// the last run's port, then a stable port for the home. A failure to bind is
+// logged and leaves the server on stdio only; it is fatal only when stdio
+// is off.
+func (h *Harness) listen(ctx context.Context, prev *statefile.State) net.Listener {
+	o := &h.opts
+	if o.HTTP == "" {
+		return nil
+	}
+	host, portStr, _ := net.SplitHostPort(o.HTTP)
+	preferred, _ := strconv.Atoi(portStr)
+	if preferred == 0 && prev != nil && prev.HTTP != nil {
+		preferred = prev.HTTP.Port
+	}
+	ln, err := portmgr.Listen(ctx, portmgr.Options{
+		Host:             host,
+		Preferred:        preferred,
+		Key:              o.Home,
+		AllowNonLoopback: true, // New accepted the address as given
+	})
+	if err != nil {
+		h.log.Error("HTTP transport off: could not bind; serving stdio only", "addr", o.HTTP, "err", err)
+		return nil
+	}
+	return ln
+}
+
+func (h *Harness) registry() *statefile.Registry {
+	if h.opts.NoRegistry {
+		return nil
+	}
+	path := h.opts.Registry
+	if path == "" {
+		path = statefile.DefaultRegistryPath()
+	}
+	if path == "" {
+		return nil
+	}
+	return statefile.NewRegistry(path)
+}
+
+// healthLoop checks, every HealthInterval, that the lock is still ours, the
+// state file is there and ours (rewriting it if not), and the home is
+// writable; it records the result in the state file.
+func (h *Harness) healthLoop(ctx context.Context, lock *HomeLock, statePath string, update func(func(*statefile.State)) error) {
+	t := time.NewTicker(h.opts.HealthInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		health := h.check(lock, statePath)
+		if !health.OK {
+			h.log.Error("health check failed", "problems", health.Problems)
+		}
+		if err := update(func(s *statefile.State) { s.Health = &health }); err != nil {
+			h.log.Error("health check: could not write the state file", "path", statePath, "err", err)
+		}
+	}
+}
+
+func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
+	health := statefile.Health{OK: true, CheckedAt: time.Now().UTC().Truncate(time.Second)}
+	fail := func(format string, args ...any) {
+		health.OK = false
+		health.Problems = append(health.Problems, fmt.Sprintf(format, args...))
+	}
+	if err := lock.Check(); err != nil {
+		fail("lock: %v", err)
+	}
+	if s, err := statefile.Read(statePath); errors.Is(err, fs.ErrNotExist) {
+		fail("state file %s was deleted; rewritten", statePath)
+	} else if err != nil {
+		fail("state file: %v; rewritten", err)
+	} else if !s.Ours() {
+		fail("state file %s names pid %d, not this process; rewritten", statePath, s.PID)
+	}
+	probe, err := os.CreateTemp(h.opts.Home, ".health-*")
+	if err != nil {
+		fail("home %s is not writable: %v", h.opts.Home, err)
+	} else {
+		probe.Close()
+		os.Remove(probe.Name())
+	}
+	return health
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+func httpURL(h *statefile.HTTP) string {
+	if h == nil {
+		return ""
+	}
+	return h.URL
+}
+
+// healthBody is what GET /healthz returns: no token, no paths.
+func healthBody(s statefile.State) any {
+	body := map[string]any{"ok": true, "name": s.Name, "version": s.Version, "status": s.Status}
+	if s.Health != nil {
+		body["ok"] = s.Health.OK
+		body["checked_at"] = s.Health.CheckedAt
+	}
+	return body
+}
+
+func reason(ctx context.Context, serveErr error) string {
+	switch {
+	case errors.Is(serveErr, mcpserve.ErrStdinClosed):
+		return "stdin closed"
+	case ctx.Err() != nil:
+		return "signal or context"
+	case serveErr != nil:
+		return serveErr.Error()
+	}
+	return "transports ended"
+}
