@@ -1,0 +1,144 @@
+package main
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// schema is the version of helios's config layout. Bump it and add a
+// bootstrap.Migration when the layout changes.
+const schema = 1
+
+//go:embed defaults
+var embedded embed.FS
+
+// defaults is the tree of default config files, rooted like config/.
+var defaults = must(fs.Sub(embedded, "defaults"))
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return v
+}
+
+const (
+	baseFile    = "base.yaml"
+	personasDir = "personas"
+)
+
+// Base is config/base.yaml.
+type Base struct {
+	Name          string `yaml:"name" json:"name"`
+	ActivePersona string `yaml:"active_persona" json:"active_persona"`
+}
+
+// Persona is config/personas/<name>.yaml.
+type Persona struct {
+	Name        string            `yaml:"name" json:"name"`
+	Description string            `yaml:"description,omitempty" json:"description,omitempty"`
+	Preferences map[string]string `yaml:"preferences" json:"preferences"`
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	keyRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+)
+
+const maxValue = 4096
+
+func personaPath(name string) string { return personasDir + "/" + name + ".yaml" }
+
+func checkPersonaName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("persona name %q: use 1-64 of a-z, 0-9, '_' and '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// config reads and writes helios's files in one config directory.
+type config struct{ dir string }
+
+func (c config) path(rel string) string { return filepath.Join(c.dir, filepath.FromSlash(rel)) }
+
+func (c config) base() (Base, error) {
+	var b Base
+	err := atomicfile.ReadYAMLStrict(c.path(baseFile), &b)
+	return b, err
+}
+
+func (c config) persona(name string) (Persona, error) {
+	if err := checkPersonaName(name); err != nil {
+		return Persona{}, err
+	}
+	var p Persona
+	err := atomicfile.ReadYAMLStrict(c.path(personaPath(name)), &p)
+	if errors.Is(err, fs.ErrNotExist) {
+		names, _ := c.personas()
+		return p, fmt.Errorf("no persona %q (have: %s)", name, strings.Join(names, ", "))
+	}
+	if p.Preferences == nil {
+		p.Preferences = map[string]string{}
+	}
+	return p, err
+}
+
+func (c config) personas() ([]string, error) {
+	entries, err := os.ReadDir(c.path(personasDir))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && e.Type().IsRegular() && nameRE.MatchString(name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// validate checks one config file's bytes: it is the recovery hook, so a
+// file that parses as YAML but is not a helios file is caught too.
+func validate(rel string, data []byte) error {
+	rel = filepath.ToSlash(rel)
+	switch {
+	case rel == baseFile:
+		var b Base
+		if err := atomicfile.ParseYAML(rel, data, &b); err != nil {
+			return err
+		}
+		return checkPersonaName(b.ActivePersona)
+	case strings.HasPrefix(rel, personasDir+"/") && strings.HasSuffix(rel, ".yaml"):
+		var p Persona
+		if err := atomicfile.ParseYAML(rel, data, &p); err != nil {
+			return err
+		}
+		if want := strings.TrimSuffix(filepath.Base(rel), ".yaml"); p.Name != want {
+			return fmt.Errorf("%s: name is %q, want %q (the file name)", rel, p.Name, want)
+		}
+	}
+	return nil
+}
+
+// validateDir checks a whole config directory, after migrations.
+func validateDir(dir string) error {
+	c := config{dir}
+	b, err := c.base()
+	if err != nil {
+		return err
+	}
+	if _, err := c.persona(b.ActivePersona); err != nil {
+		return fmt.Errorf("%s: active_persona: %w", c.path(baseFile), err)
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+// Command helios is an example MCP server built on mcpkeep's harness: it
+// keeps personas and preferences as YAML in a git-versioned home, survives
+// being killed at any moment, and refuses to run twice on one home.
+//
+// Usage:
+//
+//	helios [--home DIR] [--http ADDR] [--registry FILE] [--version]
+//
+// It speaks MCP over stdio (launch it from an MCP client) and, with --http,
+// over Streamable HTTP on ADDR (127.0.0.1:0 picks a port; the URL and bearer
+// token are in <home>/state.json). Logs go to stderr. Exit status: 0 after a
+// clean stop, 1 on error, 2 on bad usage, 3 when the home is in use.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+	exitInUse = 3
+)
+
+func version() string { return bootstrap.ToolkitVersion() }
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("helios", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME)")
+	httpAddr := fs.String("http", "", "also serve Streamable HTTP on this address, e.g. 127.0.0.1:0")
+	registry := fs.String("registry", statefile.DefaultRegistryPath(), "discovery registry file; empty disables (env MCPKEEP_REGISTRY)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR] [--registry FILE] [--version]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "helios: unexpected argument %q (see helios --help)\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *showVersion {
+		// --version is the one thing printed to stdout: no transport runs.
+		fmt.Fprintln(stdout, "helios", version())
+		return exitOK
+	}
+	if *home == "" {
+		fmt.Fprintln(stderr, "helios: no home: set --home or HELIOS_HOME (no $HOME to default to)")
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
+		fmt.Fprintln(stderr, "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client (see README), or press Ctrl-D to stop")
+	}
+	h, err := lifecycle.New(lifecycle.Options{
+		Name:    "helios",
+		Version: version(),
+		Home:    *home,
+		Spec: bootstrap.Spec{
+			Schema:   schema,
+			Defaults: defaults,
+			Validate: validateDir,
+		},
+		NewServer:  newServer,
+		HTTP:       *httpAddr,
+		Registry:   *registry,
+		NoRegistry: *registry == "",
+		Validate:   validate,
+		Logger:     log,
+		Stdin:      stdin,
+		Stdout:     stdout,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "helios:", err)
+		return exitUsage
+	}
+	if err := h.Run(ctx); err != nil {
+		fmt.Fprintln(stderr, "helios:", err)
+		if errors.Is(err, lifecycle.ErrLocked) {
+			return exitInUse
+		}
+		return exitError
+	}
+	return exitOK
+}
+
+func defaultHome() string {
+	if h := os.Getenv("HELIOS_HOME"); h != "" {
+		return h
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".helios")
+	}
+	return ""
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+type (
+	noArgs      struct{}
+	personaArgs struct {
+		Name string `json:"name,omitempty" jsonschema:"persona name; empty means the active persona"`
+	}
+	setActiveArgs struct {
+		Name string `json:"name" jsonschema:"persona to make active"`
+	}
+	updateArgs struct {
+		Persona string `json:"persona,omitempty" jsonschema:"persona to change; empty means the active persona"`
+		Key     string `json:"key" jsonschema:"preference name, e.g. tone"`
+		Value   string `json:"value" jsonschema:"new value; an empty string removes the preference"`
+	}
+	commitArgs struct {
+		Message string `json:"message,omitempty" jsonschema:"commit message for edits made by hand"`
+	}
+	historyArgs struct {
+		Path  string `json:"path,omitempty" jsonschema:"config file, e.g. personas/default.yaml; empty means every file"`
+		Limit int    `json:"limit,omitempty" jsonschema:"most commits to return (default 20)"`
+	}
+	rollbackArgs struct {
+		Rev string `json:"rev" jsonschema:"revision to return to: a commit hash, HEAD~N or a tag"`
+	}
+)
+
+type (
+	configOut struct {
+		Base   Base    `json:"base"`
+		Active Persona `json:"active"`
+	}
+	personasOut struct {
+		Personas []string `json:"personas"`
+		Active   string   `json:"active"`
+	}
+	changeOut struct {
+		Commit string `json:"commit,omitempty"` // "" when nothing changed
+		Detail string `json:"detail"`
+	}
+	historyOut struct {
+		Commits []commitOut `json:"commits"`
+	}
+	commitOut struct {
+		Hash    string    `json:"hash"`
+		Message string    `json:"message"`
+		When    time.Time `json:"when"`
+	}
+	infoOut struct {
+		State    statefile.State `json:"state"`
+		Boot     string          `json:"boot"`
+		Boots    int             `json:"boots"`
+		Recovery []string        `json:"recovery,omitempty"`
+	}
+)
+
+// newServer builds helios's MCP server on env.
+func newServer(env *lifecycle.Env) (*mcp.Server, error) {
+	t := &tools{env: env, cfg: config{env.ConfigDir}}
+	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: version()}, &mcp.ServerOptions{
+		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
+		Logger:       env.Logger,
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "get_config", Description: "Read the base configuration and the active persona."}, t.getConfig)
+	mcp.AddTool(s, &mcp.Tool{Name: "list_personas", Description: "List persona names and the active one."}, t.listPersonas)
+	mcp.AddTool(s, &mcp.Tool{Name: "get_persona", Description: "Read one persona."}, t.getPersona)
+	mcp.AddTool(s, &mcp.Tool{Name: "set_active_persona", Description: "Make a persona the active one."}, t.setActive)
+	mcp.AddTool(s, &mcp.Tool{Name: "update_preference", Description: "Set (or, with an empty value, remove) one preference of a persona."}, t.updatePreference)
+	mcp.AddTool(s, &mcp.Tool{Name: "commit_changes", Description: "Commit config files edited by hand."}, t.commitChanges)
+	mcp.AddTool(s, &mcp.Tool{Name: "history", Description: "List the commits that changed the config, newest first."}, t.history)
+	mcp.AddTool(s, &mcp.Tool{Name: "rollback", Description: "Make the config equal to an earlier revision, as a new commit."}, t.rollback)
+	mcp.AddTool(s, &mcp.Tool{Name: "server_info", Description: "Describe this server: pid, transports, health, boot and recovery."}, t.serverInfo)
+	return s, nil
+}
+
+type tools struct {
+	env *lifecycle.Env
+	cfg config
+}
+
+func (t *tools) getConfig(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, configOut, error) {
+	b, err := t.cfg.base()
+	if err != nil {
+		return nil, configOut{}, err
+	}
+	p, err := t.cfg.persona(b.ActivePersona)
+	return nil, configOut{Base: b, Active: p}, err
+}
+
+func (t *tools) listPersonas(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, personasOut, error) {
+	b, err := t.cfg.base()
+	if err != nil {
+		return nil, personasOut{}, err
+	}
+	names, err := t.cfg.personas()
+	return nil, personasOut{Personas: names, Active: b.ActivePersona}, err
+}
+
+func (t *tools) getPersona(ctx context.Context, _ *mcp.CallToolRequest, in personaArgs) (*mcp.CallToolResult, Persona, error) {
+	name, err := t.resolve(in.Name)
+	if err != nil {
+		return nil, Persona{}, err
+	}
+	p, err := t.cfg.persona(name)
+	return nil, p, err
+}
+
+// resolve returns name, or the active persona's name when name is empty.
+func (t *tools) resolve(name string) (string, error) {
+	if name != "" {
+		return name, checkPersonaName(name)
+	}
+	b, err := t.cfg.base()
+	return b.ActivePersona, err
+}
+
+func (t *tools) setActive(ctx context.Context, _ *mcp.CallToolRequest, in setActiveArgs) (*mcp.CallToolResult, changeOut, error) {
+	if in.Name == "" {
+		return nil, changeOut{}, errors.New("name is required: the persona to make active (see list_personas)")
+	}
+	if _, err := t.cfg.persona(in.Name); err != nil {
+		return nil, changeOut{}, err
+	}
+	msg := "set_active_persona " + in.Name
+	hash, err := t.env.Update(ctx, msg, []string{baseFile}, func() error {
+		b, err := t.cfg.base()
+		if err != nil {
+			return err
+		}
+		b.ActivePersona = in.Name
+		return atomicfile.WriteYAML(t.cfg.path(baseFile), b, 0)
+	})
+	return nil, changeOut{Commit: hash, Detail: "active persona is " + in.Name}, err
+}
+
+func (t *tools) updatePreference(ctx context.Context, _ *mcp.CallToolRequest, in updateArgs) (*mcp.CallToolResult, changeOut, error) {
+	if !keyRE.MatchString(in.Key) {
+		return nil, changeOut{}, fmt.Errorf("key %q: use 1-64 of A-Z, a-z, 0-9, '_', '.' and '-', starting with a letter or digit", in.Key)
+	}
+	if len(in.Value) > maxValue {
+		return nil, changeOut{}, fmt.Errorf("value is %d bytes; the limit is %d", len(in.Value), maxValue)
+	}
+	name, err := t.resolve(in.Persona)
+	if err != nil {
+		return nil, changeOut{}, err
+	}
+	if _, err := t.cfg.persona(name); err != nil {
+		return nil, changeOut{}, err
+	}
+	rel := personaPath(name)
+	msg := fmt.Sprintf("update_preference %s.%s", name, in.Key)
+	hash, err := t.env.Update(ctx, msg, []string{rel}, func() error {
+		p, err := t.cfg.persona(name)
+		if err != nil {
+			return err
+		}
+		if in.Value == "" {
+			delete(p.Preferences, in.Key)
+		} else {
+			p.Preferences[in.Key] = in.Value
+		}
+		return atomicfile.WriteYAML(t.cfg.path(rel), p, 0)
+	})
+	detail := fmt.Sprintf("%s.%s = %q", name, in.Key, in.Value)
+	if hash == "" && err == nil {
+		detail += " (unchanged)"
+	}
+	return nil, changeOut{Commit: hash, Detail: detail}, err
+}
+
+func (t *tools) commitChanges(ctx context.Context, _ *mcp.CallToolRequest, in commitArgs) (*mcp.CallToolResult, changeOut, error) {
+	msg := strings.TrimSpace(in.Message)
+	if msg == "" {
+		msg = "commit_changes: edits made by hand"
+	}
+	// A hand edit must still be valid helios config before it is committed.
+	if err := t.validateTree(); err != nil {
+		return nil, changeOut{}, err
+	}
+	hash, err := t.env.Commit(msg)
+	detail := "committed"
+	if hash == "" && err == nil {
+		detail = "nothing to commit"
+	}
+	return nil, changeOut{Commit: hash, Detail: detail}, err
+}
+
+func (t *tools) validateTree() error {
+	files, err := t.env.Files()
+	if err != nil {
+		return err
+	}
+	for _, rel := range files {
+		data, err := os.ReadFile(t.cfg.path(rel))
+		if err != nil {
+			return err
+		}
+		if err := validate(rel, data); err != nil {
+			return fmt.Errorf("not committed: %w", err)
+		}
+	}
+	return nil
+}
+
+func (t *tools) history(ctx context.Context, _ *mcp.CallToolRequest, in historyArgs) (*mcp.CallToolResult, historyOut, error) {
+	if in.Limit < 0 {
+		return nil, historyOut{}, fmt.Errorf("limit %d: want 0 (default 20) or more", in.Limit)
+	}
+	if in.Limit == 0 {
+		in.Limit = 20
+	}
+	commits, err := t.env.Store.History(in.Path, in.Limit)
+	if err != nil {
+		return nil, historyOut{}, err
+	}
+	out := historyOut{Commits: []commitOut{}}
+	for _, c := range commits {
+		out.Commits = append(out.Commits, commitOut{Hash: c.Hash, Message: c.Message, When: c.When})
+	}
+	return nil, out, nil
+}
+
+func (t *tools) rollback(ctx context.Context, _ *mcp.CallToolRequest, in rollbackArgs) (*mcp.CallToolResult, changeOut, error) {
+	if in.Rev == "" {
+		return nil, changeOut{}, errors.New("rev is required: a commit hash from the history tool, HEAD~N or a tag")
+	}
+	hash, err := t.env.Rollback(ctx, in.Rev)
+	detail := "config is now as at " + in.Rev
+	if hash == "" && err == nil {
+		detail += " (it already was)"
+	}
+	return nil, changeOut{Commit: hash, Detail: detail}, err
+}
+
+func (t *tools) serverInfo(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, infoOut, error) {
+	out := infoOut{State: t.env.State(), Boot: t.env.Boot.Before.State.String(), Boots: t.env.Boot.After.Boots}
+	for _, f := range t.env.Report.Findings {
+		out.Recovery = append(out.Recovery, f.Kind+" "+f.Path+": "+f.Action)
+	}
+	return nil, out, nil
+}
