@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+type lockOut struct {
+	PID   int  `json:"pid"`
+	Alive bool `json:"alive"`
+}
+
+type serverOut struct {
+	Name      string            `json:"name"`
+	Version   string            `json:"version,omitempty"`
+	PID       int               `json:"pid"`
+	Alive     bool              `json:"alive"`
+	Status    string            `json:"status"`
+	Stdio     bool              `json:"stdio"`
+	URL       string            `json:"url,omitempty"`
+	StartedAt time.Time         `json:"started_at"`
+	Health    *statefile.Health `json:"health,omitempty"`
+	Home      string            `json:"home,omitempty"`
+}
+
+type configOut struct {
+	Head  string `json:"head"`
+	Dirty bool   `json:"dirty"`
+}
+
+type statusOut struct {
+	Home           string     `json:"home"`
+	Installed      bool       `json:"installed"`
+	State          string     `json:"state"`
+	Schema         int        `json:"schema,omitempty"`
+	ToolkitVersion string     `json:"toolkit_version,omitempty"`
+	InstalledAt    time.Time  `json:"installed_at,omitzero"`
+	LastBootAt     time.Time  `json:"last_boot_at,omitzero"`
+	Boots          int        `json:"boots,omitempty"`
+	Lock           *lockOut   `json:"lock,omitempty"`
+	Server         *serverOut `json:"server,omitempty"`
+	Config         *configOut `json:"config,omitempty"`
+	Problems       []string   `json:"problems,omitempty"`
+}
+
+func toServer(s *statefile.State) *serverOut {
+	out := &serverOut{Name: s.Name, Version: s.Version, PID: s.PID, Alive: s.Alive(), Status: s.Status,
+		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home}
+	if s.HTTP != nil {
+		out.URL = s.HTTP.URL
+	}
+	return out
+}
+
+func (c *cli) status(ctx context.Context, args []string) error {
+	set := c.flags("status")
+	home := homeFlag(set)
+	if _, err := parse(set, args, 0); err != nil {
+		return err
+	}
+	abs, err := checkHome(*home)
+	if err != nil {
+		return err
+	}
+	out := statusOut{Home: abs}
+	info, err := bootstrap.Detect(abs, 0)
+	if err != nil {
+		out.Problems = append(out.Problems, oneLine(err))
+	}
+	out.State = info.State.String()
+	out.Installed = info.State == bootstrap.Ready || info.State == bootstrap.NeedsUpgrade || info.State == bootstrap.TooNew
+	out.Schema, out.ToolkitVersion, out.InstalledAt, out.LastBootAt, out.Boots =
+		info.Schema, info.ToolkitVersion, info.InstalledAt, info.LastBootAt, info.Boots
+
+	if pid, err := readLockPID(filepath.Join(abs, lifecycle.LockFile)); err == nil {
+		out.Lock = &lockOut{PID: pid, Alive: proc.Running(pid)}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		out.Problems = append(out.Problems, oneLine(err))
+	}
+	if s, err := statefile.Read(filepath.Join(abs, statefile.FileName)); err == nil {
+		out.Server = toServer(s)
+		if out.Lock != nil && out.Lock.PID == s.PID {
+			out.Lock.Alive = out.Server.Alive
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		out.Problems = append(out.Problems, oneLine(err))
+	}
+	if store, err := gitstore.Open(filepath.Join(abs, "config"), nil); err == nil {
+		head, herr := store.Head()
+		dirty, derr := store.Dirty()
+		store.Close()
+		if err := errors.Join(herr, derr); err != nil {
+			out.Problems = append(out.Problems, oneLine(err))
+		} else {
+			out.Config = &configOut{Head: head, Dirty: dirty}
+		}
+	} else if out.Installed {
+		out.Problems = append(out.Problems, oneLine(err))
+	}
+	return c.emit(out, statusText(out))
+}
+
+func statusText(o statusOut) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "home:      %s\n", o.Home)
+	if o.Installed {
+		fmt.Fprintf(&b, "installed: yes, schema %d (toolkit %s) on %s; %d boots, last %s\n", o.Schema, o.ToolkitVersion,
+			o.InstalledAt.Local().Format(time.DateTime), o.Boots, o.LastBootAt.Local().Format(time.DateTime))
+	} else {
+		fmt.Fprintf(&b, "installed: no (%s)\n", o.State)
+	}
+	switch {
+	case o.Lock == nil:
+		fmt.Fprintf(&b, "lock:      free\n")
+	case o.Lock.Alive:
+		fmt.Fprintf(&b, "lock:      held by pid %d (running)\n", o.Lock.PID)
+	default:
+		fmt.Fprintf(&b, "lock:      stale, pid %d is not running (the next start reclaims it)\n", o.Lock.PID)
+	}
+	if s := o.Server; s != nil {
+		live := "running"
+		if !s.Alive {
+			live = "not running: stale state file"
+		}
+		fmt.Fprintf(&b, "server:    %s %s, pid %d, %s (%s), started %s\n", s.Name, s.Version, s.PID, s.Status, live,
+			s.StartedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(&b, "transport: stdio=%t", s.Stdio)
+		if s.URL != "" {
+			fmt.Fprintf(&b, " http=%s", s.URL)
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("server:    none running\n")
+	}
+	if cfg := o.Config; cfg != nil {
+		dirty := "clean"
+		if cfg.Dirty {
+			dirty = "uncommitted changes"
+		}
+		fmt.Fprintf(&b, "config:    HEAD %s, %s\n", short(cfg.Head), dirty)
+	}
+	for _, p := range o.Problems {
+		fmt.Fprintf(&b, "problem:   %s\n", p)
+	}
+	return b.String()
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	if hash == "" {
+		return "(no commits)"
+	}
+	return hash
+}
+
+// readLockPID reads the PID lock file; its format is lockfile's "<pid>\n".
+func readLockPID(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s: not a PID lock file (%q); the next start reclaims it", path, strings.TrimSpace(string(b)))
+	}
+	return pid, nil
+}
+
+func (c *cli) servers(ctx context.Context, args []string) error {
+	set := c.flags("servers")
+	path := set.String("registry", statefile.DefaultRegistryPath(), "registry file (env MCPKEEP_REGISTRY)")
+	if _, err := parse(set, args, 0); err != nil {
+		return err
+	}
+	if *path == "" {
+		return &usageError{"no registry: pass --registry FILE (MCPKEEP_REGISTRY is empty, which disables it)"}
+	}
+	entries, err := statefile.NewRegistry(*path).List()
+	if err != nil {
+		return err
+	}
+	list := []*serverOut{}
+	var b strings.Builder
+	for _, e := range entries {
+		s := toServer(&e.State)
+		list = append(list, s)
+		transport := "stdio"
+		if s.URL != "" {
+			transport = s.URL
+			if s.Stdio {
+				transport = "stdio+" + s.URL
+			}
+		}
+		fmt.Fprintf(&b, "%-10s pid %-7d %-8s %s  %s\n", s.Name, s.PID, s.Status, transport, s.Home)
+	}
+	if len(list) == 0 {
+		b.WriteString("no live servers in " + *path + "\n")
+	}
+	return c.emit(map[string]any{"registry": *path, "servers": list}, b.String())
+}
+
+func (c *cli) doctor(ctx context.Context, args []string) error {
+	set := c.flags("doctor")
+	home := homeFlag(set)
+	fix := set.Bool("fix", false, "repair what it finds (refused while a server holds the home)")
+	if _, err := parse(set, args, 0); err != nil {
+		return err
+	}
+	abs, err := checkHome(*home)
+	if err != nil {
+		return err
+	}
+	opts := recovery.Options{Home: abs, DryRun: !*fix}
+	if *fix {
+		lock, err := lifecycle.TryLock(abs)
+		if err != nil {
+			if errors.Is(err, lifecycle.ErrLocked) {
+				return fmt.Errorf("%w; stop that server first, doctor --fix does not write beside a live server", err)
+			}
+			return err
+		}
+		defer lock.Unlock()
+	}
+	report, err := recovery.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := c.emit(report, report.String()+"\n"); err != nil {
+		return err
+	}
+	switch {
+	case report.NeedsUser():
+		return errors.New("some findings need you: see the remedies above")
+	case !*fix && !report.Clean():
+		return errors.New("problems found: run `mcpkeep doctor --fix` with the server stopped")
+	}
+	return nil
+}
+
+func (c *cli) history(ctx context.Context, args []string) error {
+	set := c.flags("history")
+	home := homeFlag(set)
+	n := set.Int("n", 20, "most commits to show (0 = all)")
+	pos, err := parse(set, args, 1)
+	if err != nil {
+		return err
+	}
+	if *n < 0 {
+		return &usageError{fmt.Sprintf("-n %d: want 0 or more", *n)}
+	}
+	abs, err := checkHome(*home)
+	if err != nil {
+		return err
+	}
+	path := ""
+	if len(pos) == 1 {
+		path = pos[0]
+	}
+	store, err := gitstore.Open(filepath.Join(abs, "config"), nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	commits, err := store.History(path, *n)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, cm := range commits {
+		fmt.Fprintf(&b, "%s %s %s\n", short(cm.Hash), cm.When.Local().Format(time.DateTime), firstLine(cm.Message))
+	}
+	if len(commits) == 0 {
+		b.WriteString("no commits\n")
+	}
+	if commits == nil {
+		commits = []gitstore.Commit{}
+	}
+	return c.emit(map[string]any{"home": abs, "path": path, "commits": commits}, b.String())
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+func (c *cli) rollback(ctx context.Context, args []string) error {
+	set := c.flags("rollback")
+	home := homeFlag(set)
+	pos, err := parse(set, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return &usageError{"missing REV: a commit hash from `mcpkeep history`, HEAD~N or a tag"}
+	}
+	abs, err := checkHome(*home)
+	if err != nil {
+		return err
+	}
+	env, closeEnv, err := lifecycle.OpenHome(abs, slog.New(slog.NewTextHandler(c.stderr, nil)))
+	if err != nil {
+		if errors.Is(err, lifecycle.ErrLocked) {
+			return fmt.Errorf("%w; use the server's rollback tool, or stop it first", err)
+		}
+		return err
+	}
+	hash, err := env.Rollback(ctx, pos[0])
+	err = errors.Join(err, closeEnv())
+	if err != nil {
+		return err
+	}
+	text := fmt.Sprintf("config is now as at %s (commit %s)\n", pos[0], short(hash))
+	if hash == "" {
+		text = fmt.Sprintf("config already equals %s; nothing committed\n", pos[0])
+	}
+	return c.emit(map[string]any{"home": abs, "rev": pos[0], "commit": hash}, text)
+}

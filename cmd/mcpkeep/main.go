@@ -1,0 +1,190 @@
+// Command mcpkeep inspects and repairs the home of any server built on
+// mcpkeep, without the server's help.
+//
+// Usage:
+//
+//	mcpkeep status   [--home DIR] [--json]
+//	mcpkeep servers  [--registry FILE] [--json]
+//	mcpkeep doctor   [--home DIR] [--fix] [--json]
+//	mcpkeep history  [--home DIR] [PATH] [-n N] [--json]
+//	mcpkeep rollback [--home DIR] REV [--json]
+//
+// --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
+// Exit status: 0 ok, 1 error, 2 usage, 3 the home is in use by a live
+// server (doctor --fix and rollback refuse to write beside it). No command
+// prints a bearer token.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+	exitInUse = 3
+)
+
+const usage = `usage: mcpkeep COMMAND [flags]
+
+commands:
+  status   [--home DIR]                 is the home installed, locked, serving, committed?
+  servers  [--registry FILE]            list the live servers in the discovery registry
+  doctor   [--home DIR] [--fix]         check the home; --fix repairs it (refused while a server runs)
+  history  [--home DIR] [PATH] [-n N]   commits that changed the config (or PATH)
+  rollback [--home DIR] REV             make the config equal to REV as a new commit
+
+every command takes --json.
+`
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli carries one invocation's outputs and common flags.
+type cli struct {
+	stdout, stderr io.Writer
+	json           bool
+}
+
+// usageError is a bad command line: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	c := &cli{stdout: stdout, stderr: stderr}
+	cmds := map[string]func(context.Context, []string) error{
+		"status":   c.status,
+		"servers":  c.servers,
+		"doctor":   c.doctor,
+		"history":  c.history,
+		"rollback": c.rollback,
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "mcpkeep: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	err := cmd(ctx, args[1:])
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "mcpkeep %s: %v (see mcpkeep %s --help)\n", args[0], err, args[0])
+		return exitUsage
+	case errors.Is(err, lifecycle.ErrLocked):
+		fmt.Fprintf(stderr, "mcpkeep %s: %s\n", args[0], oneLine(err))
+		return exitInUse
+	default:
+		fmt.Fprintf(stderr, "mcpkeep %s: %s\n", args[0], oneLine(err))
+		return exitError
+	}
+}
+
+// flags returns a FlagSet for a command with the common --json flag.
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("mcpkeep "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	return fs
+}
+
+func homeFlag(fs *flag.FlagSet) *string {
+	return fs.String("home", defaultHome(), "server home directory (env MCPKEEP_HOME)")
+}
+
+// parse parses args, allowing flags after positional arguments, and returns
+// the positional arguments.
+func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) > maxPos {
+		return nil, &usageError{fmt.Sprintf("unexpected argument %q", pos[maxPos])}
+	}
+	return pos, nil
+}
+
+func defaultHome() string {
+	for _, env := range []string{"MCPKEEP_HOME", "HELIOS_HOME"} {
+		if h := os.Getenv(env); h != "" {
+			return h
+		}
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".helios")
+	}
+	return ""
+}
+
+// checkHome gives a clear error for a home that is not there or not a
+// directory.
+func checkHome(home string) (string, error) {
+	if home == "" {
+		return "", &usageError{"no home: pass --home DIR or set MCPKEEP_HOME"}
+	}
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("home %s does not exist (check --home; a server creates it on first start)", abs)
+	case err != nil:
+		return "", fmt.Errorf("home %s: %w", abs, errors.Unwrap(err))
+	case !fi.IsDir():
+		return "", fmt.Errorf("home %s is not a directory (check --home)", abs)
+	}
+	return abs, nil
+}
+
+// emit prints v as JSON with --json, else text.
+func (c *cli) emit(v any, text string) error {
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	_, err := io.WriteString(c.stdout, text)
+	return err
+}
+
+// oneLine flattens an error to one line for the terminal.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
