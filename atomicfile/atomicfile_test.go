@@ -1,0 +1,249 @@
+package atomicfile_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+var (
+	oldBytes = bytes.Repeat([]byte("old "), 1000)
+	newBytes = bytes.Repeat([]byte("NEW!"), 3000)
+)
+
+const targetEnv = "ATOMICFILE_TARGET"
+
+// TestHelperWriter is a child: it replaces the target with newBytes, with
+// whatever failpoint its environment arms.
+func TestHelperWriter(t *testing.T) {
+	path := os.Getenv(targetEnv)
+	if path == "" {
+		return
+	}
+	if err := atomicfile.WriteFile(path, newBytes, 0o600); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func atomicfilePoints() []string {
+	var out []string
+	for _, n := range failpoint.Names {
+		if filepath.Ext(n) != "" && n[:len("atomicfile.")] == "atomicfile." {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestKillAtEveryFailpoint: a writer SIGKILLed at any point leaves the
+// old or the new bytes, never a mix; CleanTemps then removes its orphan.
+func TestKillAtEveryFailpoint(t *testing.T) {
+	points := atomicfilePoints()
+	require.Len(t, points, 4)
+	for _, p := range points {
+		t.Run(p, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "config.yaml")
+			require.NoError(t, os.WriteFile(path, oldBytes, 0o600))
+			user := filepath.Join(dir, ".keep")
+			require.NoError(t, os.WriteFile(user, []byte("mine"), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600))
+
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$")
+			cmd.Env = append(os.Environ(), targetEnv+"="+path, failpoint.EnvVar+"="+p+"=kill")
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child died by SIGKILL at %s", p)
+
+			got, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(got, oldBytes) || bytes.Equal(got, newBytes), "torn file after a kill at %s: %d bytes", p, len(got))
+
+			removed, err := atomicfile.CleanTemps(dir)
+			require.NoError(t, err)
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			assert.ElementsMatch(t, []string{"config.yaml", ".keep", "notes.txt"}, names, "removed %v", removed)
+		})
+	}
+}
+
+func TestErrorAtEveryFailpoint(t *testing.T) {
+	for _, p := range atomicfilePoints() {
+		t.Run(p, func(t *testing.T) {
+			require.NoError(t, failpoint.Set(p+"=error"))
+			t.Cleanup(func() { failpoint.Set("") })
+			dir := t.TempDir()
+			path := filepath.Join(dir, "config.yaml")
+			require.NoError(t, os.WriteFile(path, oldBytes, 0o600))
+
+			err := atomicfile.WriteFile(path, newBytes, 0)
+			if p == "atomicfile.before-dir-fsync" {
+				// The rename happened: the new bytes are in place, but not
+				// known durable, and the caller is told.
+				require.ErrorIs(t, err, syscall.EIO)
+				return
+			}
+			require.ErrorIs(t, err, syscall.EIO)
+			var pe *os.PathError
+			require.ErrorAs(t, err, &pe)
+			assert.Contains(t, err.Error(), dir, "the error names the file")
+			got, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, oldBytes, got, "the old bytes are intact")
+			entries, _ := os.ReadDir(dir)
+			assert.Len(t, entries, 1, "no temp file left behind")
+		})
+	}
+}
+
+// TestConcurrentReaderNeverSeesTornFile rewrites a file 10,000 times with
+// two contents of different lengths while a reader reads it.
+func TestConcurrentReaderNeverSeesTornFile(t *testing.T) {
+	n := 10000
+	if testing.Short() {
+		n = 1000
+	}
+	path := filepath.Join(t.TempDir(), "state.json")
+	a, b := []byte(`{"v":"a"}`), bytes.Repeat([]byte("b"), 5000)
+	require.NoError(t, atomicfile.WriteFile(path, a, 0o600))
+	var done atomic.Bool
+	var reads, bad atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for !done.Load() {
+			got, err := os.ReadFile(path)
+			reads.Add(1)
+			if err != nil || !(bytes.Equal(got, a) || bytes.Equal(got, b)) {
+				bad.Add(1)
+			}
+		}
+	})
+	for i := range n {
+		data := a
+		if i%2 == 1 {
+			data = b
+		}
+		require.NoError(t, atomicfile.WriteFile(path, data, 0o600))
+	}
+	done.Store(true)
+	wg.Wait()
+	assert.Zero(t, bad.Load(), "torn, empty or missing reads out of %d", reads.Load())
+	assert.Positive(t, reads.Load())
+}
+
+func TestPermissions(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	require.NoError(t, atomicfile.WriteFile(p, []byte("x"), 0))
+	assert.Equal(t, atomicfile.DefaultPerm, mode(t, p), "new file, perm 0")
+
+	require.NoError(t, os.Chmod(p, 0o640))
+	require.NoError(t, atomicfile.WriteFile(p, []byte("y"), 0))
+	assert.Equal(t, os.FileMode(0o640), mode(t, p), "existing mode kept with perm 0")
+
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	require.NoError(t, atomicfile.WriteFile(p, []byte("z"), 0o644))
+	assert.Equal(t, os.FileMode(0o644), mode(t, p), "perm given: exactly, whatever the umask")
+}
+
+func mode(t *testing.T, p string) os.FileMode {
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	return fi.Mode().Perm()
+}
+
+func TestSymlinkReplacedNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	require.NoError(t, os.WriteFile(target, []byte("keep"), 0o644))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(target, link))
+	require.NoError(t, atomicfile.WriteFile(link, []byte("new"), 0o600))
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b))
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular())
+}
+
+func TestBackupNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "config.yaml")
+	backups := filepath.Join(dir, "backups")
+	require.NoError(t, os.Mkdir(backups, 0o700))
+	var names []string
+	for i := range 5 {
+		require.NoError(t, os.WriteFile(p, fmt.Appendf(nil, "v%d", i), 0o640))
+		name, err := atomicfile.Backup(p, backups)
+		require.NoError(t, err)
+		names = append(names, name)
+	}
+	for i, name := range names {
+		b, err := os.ReadFile(name)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("v%d", i), string(b))
+		assert.Equal(t, os.FileMode(0o640), mode(t, name))
+	}
+	// Two copies under one name: the second gets a suffix.
+	first, err := atomicfile.CopyNew(filepath.Join(dir, "same"), []byte("1"), 0)
+	require.NoError(t, err)
+	second, err := atomicfile.CopyNew(filepath.Join(dir, "same"), []byte("2"), 0)
+	require.NoError(t, err)
+	assert.NotEqual(t, first, second)
+	b, _ := os.ReadFile(first)
+	assert.Equal(t, "1", string(b))
+	_, err = atomicfile.Backup(filepath.Join(dir, "missing"), "")
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestMkdirAll(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	require.NoError(t, atomicfile.MkdirAll(dir, 0))
+	assert.Equal(t, os.FileMode(0o700), mode(t, dir))
+	require.NoError(t, atomicfile.MkdirAll(dir, 0), "existing is fine")
+	f := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	assert.Error(t, atomicfile.MkdirAll(f, 0))
+}
+
+func TestIsTemp(t *testing.T) {
+	for name, want := range map[string]bool{
+		".config.yaml1234567890123456789": true,
+		".state.json987654321098765":      true,
+		".keep":                           false,
+		"notes.txt":                       false,
+		".cache-12345":                    false,
+		"config.yaml1234567890123456789":  false,
+	} {
+		assert.Equal(t, want, atomicfile.IsTemp(name), name)
+	}
+}
+
+func TestCleanTempsMissingDir(t *testing.T) {
+	_, err := atomicfile.CleanTemps(filepath.Join(t.TempDir(), "nope"))
+	assert.True(t, errors.Is(err, os.ErrNotExist))
+}

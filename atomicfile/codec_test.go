@@ -1,0 +1,166 @@
+package atomicfile_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+type doc struct {
+	Name          string `yaml:"name" json:"name"`
+	ActivePersona string `yaml:"active_persona,omitempty" json:"active_persona,omitempty"`
+	N             int    `yaml:"n,omitempty" json:"n,omitempty"`
+}
+
+func fixture(kind, name string) string { return filepath.Join("..", "testdata", kind, name) }
+
+func TestReadYAMLFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		line int // 0: corrupt with any line; -1: valid
+	}{
+		{"valid.yaml", -1},
+		{"tab-indent.yaml", 2},
+		{"unclosed-quote.yaml", 0},
+		{"truncated.yaml", 0},
+		{"unclosed-flow.yaml", 0},
+		{"garbage.bin", 0},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var d doc
+			err := atomicfile.ReadYAML(fixture("yaml", tc.file), &d)
+			if tc.line < 0 {
+				require.NoError(t, err)
+				assert.Equal(t, "helios", d.Name)
+				return
+			}
+			var ce *atomicfile.CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.ErrorIs(t, err, atomicfile.ErrCorrupt)
+			assert.Equal(t, fixture("yaml", tc.file), ce.Path)
+			if tc.line > 0 {
+				assert.Equal(t, tc.line, ce.Line)
+			}
+			assert.Contains(t, err.Error(), tc.file, "the error names the file")
+			assert.Contains(t, err.Error(), "doctor --fix", "and says what to do")
+		})
+	}
+}
+
+func TestReadJSONFixtures(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		line int
+	}{
+		{"valid.json", -1},
+		{"torn.json", 1},
+		{"doubled.json", 2},
+		{"bad-literal.json", 3},
+		{"garbage.bin", 1},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			var d doc
+			err := atomicfile.ReadJSON(fixture("json", tc.file), &d)
+			if tc.line < 0 {
+				require.NoError(t, err)
+				assert.Equal(t, "helios", d.Name)
+				return
+			}
+			var ce *atomicfile.CorruptError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tc.line, ce.Line)
+		})
+	}
+}
+
+func TestReadMissingAndEmpty(t *testing.T) {
+	dir := t.TempDir()
+	var d doc
+	require.ErrorIs(t, atomicfile.ReadYAML(filepath.Join(dir, "none.yaml"), &d), os.ErrNotExist)
+	require.ErrorIs(t, atomicfile.ReadJSON(filepath.Join(dir, "none.json"), &d), os.ErrNotExist)
+	empty := filepath.Join(dir, "empty.yaml")
+	require.NoError(t, os.WriteFile(empty, []byte(" \n"), 0o600))
+	err := atomicfile.ReadYAML(empty, &d)
+	require.ErrorIs(t, err, atomicfile.ErrCorrupt)
+	require.ErrorIs(t, err, atomicfile.ErrEmpty)
+}
+
+func TestStrictRejectsUnknownFields(t *testing.T) {
+	dir := t.TempDir()
+	y := filepath.Join(dir, "a.yaml")
+	require.NoError(t, os.WriteFile(y, []byte("name: x\nsurprise: 1\n"), 0o600))
+	var d doc
+	require.NoError(t, atomicfile.ReadYAML(y, &d))
+	require.ErrorIs(t, atomicfile.ReadYAMLStrict(y, &d), atomicfile.ErrCorrupt)
+	j := filepath.Join(dir, "a.json")
+	require.NoError(t, os.WriteFile(j, []byte(`{"name":"x","surprise":1}`), 0o600))
+	require.NoError(t, atomicfile.ReadJSON(j, &d))
+	require.ErrorIs(t, atomicfile.ReadJSONStrict(j, &d), atomicfile.ErrCorrupt)
+}
+
+func TestWriteReadRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	in := doc{Name: "helios", ActivePersona: "default", N: 3}
+	var out doc
+	require.NoError(t, atomicfile.WriteYAML(filepath.Join(dir, "a.yaml"), in, 0))
+	require.NoError(t, atomicfile.ReadYAMLStrict(filepath.Join(dir, "a.yaml"), &out))
+	assert.Equal(t, in, out)
+	out = doc{}
+	require.NoError(t, atomicfile.WriteJSON(filepath.Join(dir, "a.json"), in, 0))
+	require.NoError(t, atomicfile.ReadJSONStrict(filepath.Join(dir, "a.json"), &out))
+	assert.Equal(t, in, out)
+	assert.Error(t, atomicfile.WriteJSON(filepath.Join(dir, "bad.json"), make(chan int), 0), "unencodable")
+}
+
+func seeds(f *testing.F, kind string) {
+	entries, err := os.ReadDir(filepath.Join("..", "testdata", kind))
+	require.NoError(f, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(fixture(kind, e.Name()))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+}
+
+func FuzzReadYAML(f *testing.F) {
+	seeds(f, "yaml")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "f.yaml")
+		require.NoError(t, os.WriteFile(p, data, 0o600))
+		var v any
+		if err := atomicfile.ReadYAML(p, &v); err != nil {
+			return
+		}
+		// What parses writes back and reads again.
+		out := filepath.Join(dir, "out.yaml")
+		if err := atomicfile.WriteYAML(out, v, 0); err != nil {
+			return // e.g. a map key YAML cannot re-encode
+		}
+		var again any
+		require.NoError(t, atomicfile.ReadYAML(out, &again))
+	})
+}
+
+func FuzzReadJSON(f *testing.F) {
+	seeds(f, "json")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "f.json")
+		require.NoError(t, os.WriteFile(p, data, 0o600))
+		var v any
+		if err := atomicfile.ReadJSON(p, &v); err != nil {
+			return
+		}
+		out := filepath.Join(dir, "out.json")
+		require.NoError(t, atomicfile.WriteJSON(out, v, 0))
+		var again any
+		require.NoError(t, atomicfile.ReadJSON(out, &again))
+		assert.Equal(t, v, again)
+	})
+}

@@ -1,0 +1,60 @@
+package atomicfile_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// Replace a file so that readers, and a crash, see the old or the new bytes.
+func ExampleWriteFile() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "config.yaml")
+
+	if err := atomicfile.WriteFile(path, []byte("tone: neutral\n"), 0o600); err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := os.ReadFile(path)
+	fmt.Print(string(b))
+	// Output: tone: neutral
+}
+
+// Write YAML, then read it back strictly; a corrupt file names itself and
+// its line.
+func ExampleReadYAMLStrict() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "persona.yaml")
+
+	type persona struct {
+		Name string `yaml:"name"`
+	}
+	_ = atomicfile.WriteYAML(path, persona{Name: "default"}, 0)
+	var p persona
+	fmt.Println(atomicfile.ReadYAMLStrict(path, &p), p.Name)
+
+	_ = os.WriteFile(path, []byte("name: ok\n\tbroken: [\n"), 0o600)
+	err := atomicfile.ReadYAMLStrict(path, &p)
+	var ce *atomicfile.CorruptError
+	fmt.Println(errors.As(err, &ce), ce.Line)
+	// Output:
+	// <nil> default
+	// true 2
+}
+
+// After a crash, remove the temporary files of interrupted writes.
+func ExampleCleanTemps() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	_ = os.WriteFile(filepath.Join(dir, ".config.yaml4242424242424242424"), []byte("half"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("whole"), 0o600)
+
+	removed, _ := atomicfile.CleanTemps(dir)
+	fmt.Println(len(removed), filepath.Base(removed[0]))
+	// Output: 1 .config.yaml4242424242424242424
+}
