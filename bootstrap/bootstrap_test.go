@@ -1,0 +1,320 @@
+package bootstrap_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+var defaults = fstest.MapFS{
+	"base.yaml":             {Data: []byte("name: helios\nactive_persona: default\n")},
+	"personas/default.yaml": {Data: []byte("name: default\n")},
+}
+
+func spec(home string) bootstrap.Spec {
+	return bootstrap.Spec{Home: home, Schema: 1, Defaults: defaults}
+}
+
+// copyFixture copies testdata/homes/name into a temp dir; withRepo makes
+// its config/ a repository with one commit (a .git cannot live in testdata).
+func copyFixture(t *testing.T, name string, withRepo bool) string {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	src := filepath.Join("..", "testdata", "homes", name)
+	require.NoError(t, os.CopyFS(home, os.DirFS(src)))
+	if withRepo {
+		s, err := gitstore.Init(filepath.Join(home, "config"), nil)
+		require.NoError(t, err)
+		_, err = s.Commit("install: schema 1")
+		require.NoError(t, err)
+		s.Close()
+	}
+	return home
+}
+
+func TestDetect(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		repo    bool
+		schema  int
+		want    bootstrap.State
+	}{
+		{"", false, 1, bootstrap.Fresh},
+		{"fresh-empty", false, 1, bootstrap.Fresh},
+		{"ready", true, 1, bootstrap.Ready},
+		{"ready", true, 0, bootstrap.Ready},
+		{"needs-upgrade", true, 2, bootstrap.NeedsUpgrade},
+		{"too-new", true, 1, bootstrap.TooNew},
+		{"incomplete", false, 1, bootstrap.Incomplete},
+		{"incomplete-garbage-stamp", false, 1, bootstrap.Incomplete},
+		{"ready", false, 1, bootstrap.Incomplete}, // stamped, but config/ has no repository
+	} {
+		t.Run(fmt.Sprintf("%s/repo=%t/schema=%d", tc.fixture, tc.repo, tc.schema), func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "missing")
+			if tc.fixture != "" {
+				home = copyFixture(t, tc.fixture, tc.repo)
+			}
+			info, err := bootstrap.Detect(home, tc.schema)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, info.State, info.Detail)
+			if tc.fixture == "ready" && tc.repo {
+				assert.Equal(t, 7, info.Boots)
+				assert.Equal(t, "v0.1.0", info.ToolkitVersion)
+			}
+		})
+	}
+}
+
+func TestFreshInstall(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	res, err := bootstrap.Ensure(t.Context(), spec(home))
+	require.NoError(t, err)
+	assert.True(t, res.Installed)
+	assert.Equal(t, bootstrap.Fresh, res.Before.State)
+	assert.Equal(t, bootstrap.Ready, res.After.State)
+	assert.Equal(t, 1, res.After.Boots)
+	for _, d := range []string{"config", "checkpoints", "backups"} {
+		fi, err := os.Stat(filepath.Join(home, d))
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o700), fi.Mode().Perm(), d)
+	}
+	fi, err := os.Stat(filepath.Join(home, "config", "personas", "default.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+	fi, err = os.Stat(filepath.Join(home, ".version"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+	assert.Equal(t, "1", commitCount(t, home))
+
+	res, err = bootstrap.Ensure(t.Context(), spec(home))
+	require.NoError(t, err)
+	assert.False(t, res.Installed)
+	assert.Equal(t, bootstrap.Ready, res.Before.State)
+	assert.Equal(t, 2, res.After.Boots, "every start counts a boot")
+	assert.Equal(t, "1", commitCount(t, home), "a restart does not commit")
+}
+
+func commitCount(t *testing.T, home string) string {
+	out, err := exec.Command("git", "-C", filepath.Join(home, "config"), "rev-list", "--count", "HEAD").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return strings.TrimSpace(string(out))
+}
+
+func TestUserFilesNeverClobbered(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	require.NoError(t, os.MkdirAll(filepath.Join(home, "config"), 0o700))
+	mine := []byte("name: mine\n")
+	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "base.yaml"), mine, 0o600))
+	res, err := bootstrap.Ensure(t.Context(), spec(home))
+	require.NoError(t, err)
+	assert.True(t, res.Resumed)
+	b, err := os.ReadFile(filepath.Join(home, "config", "base.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, mine, b)
+}
+
+func TestTooNew(t *testing.T) {
+	home := copyFixture(t, "too-new", true)
+	before := treeHash(t, home)
+	_, err := bootstrap.Ensure(t.Context(), spec(home))
+	require.ErrorIs(t, err, bootstrap.ErrTooNew)
+	assert.Contains(t, err.Error(), ".version")
+	assert.Equal(t, before, treeHash(t, home), "a newer home is left alone")
+}
+
+func TestGarbageStampIsQuarantined(t *testing.T) {
+	home := copyFixture(t, "incomplete-garbage-stamp", false)
+	garbage, err := os.ReadFile(filepath.Join(home, ".version"))
+	require.NoError(t, err)
+	res, err := bootstrap.Ensure(t.Context(), spec(home))
+	require.NoError(t, err)
+	assert.True(t, res.Resumed)
+	saved, err := filepath.Glob(filepath.Join(home, "backups", ".version.*"))
+	require.NoError(t, err)
+	require.Len(t, saved, 1, "the unreadable stamp is kept in backups/")
+	b, err := os.ReadFile(saved[0])
+	require.NoError(t, err)
+	assert.Equal(t, garbage, b)
+	info, err := bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, bootstrap.Ready, info.State)
+}
+
+func upgradeSpec(home string, apply func(ctx context.Context, dir string) error) bootstrap.Spec {
+	s := spec(home)
+	s.Schema = 3
+	s.Migrations = []bootstrap.Migration{
+		{From: 1, To: 2, Name: "rename tone", Apply: func(ctx context.Context, dir string) error {
+			b, err := os.ReadFile(filepath.Join(dir, "prefs.yaml"))
+			if err != nil {
+				return err
+			}
+			return atomicfile.WriteFile(filepath.Join(dir, "prefs.yaml"), []byte(strings.ReplaceAll(string(b), "tone", "voice")), 0)
+		}},
+		{From: 2, To: 3, Name: "second", Apply: apply},
+	}
+	return s
+}
+
+func TestUpgrade(t *testing.T) {
+	home := copyFixture(t, "needs-upgrade", true)
+	res, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, func(context.Context, string) error { return nil }))
+	require.NoError(t, err)
+	assert.True(t, res.Upgraded)
+	assert.Equal(t, 3, res.After.Schema)
+	assert.Equal(t, 4, res.After.Boots)
+	b, err := os.ReadFile(filepath.Join(home, "config", "prefs.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "voice: neutral\n", string(b))
+	assert.Equal(t, "2", commitCount(t, home))
+	backups, _ := filepath.Glob(filepath.Join(home, "backups", "upgrade-v1-*"))
+	assert.Len(t, backups, 1)
+}
+
+func TestFailingMigrationLeavesHomeAsItWas(t *testing.T) {
+	home := copyFixture(t, "needs-upgrade", true)
+	// An uncommitted edit too: it must survive the failed upgrade.
+	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "notes.txt"), []byte("mine"), 0o600))
+	before := treeHash(t, home)
+	head := gitHead(t, home)
+	_, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, func(ctx context.Context, dir string) error {
+		os.WriteFile(filepath.Join(dir, "prefs.yaml"), []byte("half migrated"), 0o600)
+		return errors.New("boom")
+	}))
+	var me *bootstrap.MigrationError
+	require.ErrorAs(t, err, &me)
+	require.ErrorIs(t, err, bootstrap.ErrMigration)
+	assert.Equal(t, "second", me.Migration)
+	assert.Equal(t, before, treeHash(t, home), "config/ bytes and .version as they were")
+	assert.Equal(t, head, gitHead(t, home))
+}
+
+func gitHead(t *testing.T, home string) string {
+	out, err := exec.Command("git", "-C", filepath.Join(home, "config"), "rev-parse", "HEAD").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// treeHash hashes every file of the home but backups/ (which only grows).
+func treeHash(t *testing.T, home string) string {
+	h := sha256.New()
+	err := filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(home, p)
+		if d.IsDir() && (rel == "backups" || rel == "checkpoints") {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "%s %x\n", rel, sha256.Sum256(b))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+const homeEnv = "BOOTSTRAP_HOME"
+
+// TestHelperEnsure is a child: it runs Ensure on the home in its
+// environment, with whatever failpoints are armed.
+func TestHelperEnsure(t *testing.T) {
+	home := os.Getenv(homeEnv)
+	if home == "" {
+		return
+	}
+	s := spec(home)
+	if os.Getenv("BOOTSTRAP_UPGRADE") != "" {
+		s = upgradeSpec(home, func(context.Context, string) error { return nil })
+	}
+	if _, err := bootstrap.Ensure(context.Background(), s); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestKillAtEveryBootstrapPoint: a first start killed anywhere leaves a
+// home the next Ensure completes, with one initial commit and the user's
+// files untouched; an upgrade killed anywhere is undone or finished.
+func TestKillAtEveryBootstrapPoint(t *testing.T) {
+	for _, p := range failpoint.Names {
+		if !strings.HasPrefix(p, "bootstrap.") {
+			continue
+		}
+		t.Run(p, func(t *testing.T) {
+			upgrade := strings.Contains(p, "migration")
+			var home string
+			if upgrade {
+				home = copyFixture(t, "needs-upgrade", true)
+			} else {
+				home = filepath.Join(t.TempDir(), "home")
+				require.NoError(t, os.MkdirAll(filepath.Join(home, "config", "personas"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(home, "config", "personas", "default.yaml"), []byte("name: mine\n"), 0o600))
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnsure$")
+			cmd.Env = append(os.Environ(), homeEnv+"="+home, failpoint.EnvVar+"="+p+"=kill")
+			if upgrade {
+				cmd.Env = append(cmd.Env, "BOOTSTRAP_UPGRADE=1")
+			}
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "the child must be killed at %s", p)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled(), "killed by a signal at %s", p)
+
+			s := spec(home)
+			if upgrade {
+				s = upgradeSpec(home, func(context.Context, string) error { return nil })
+			}
+			res, err := bootstrap.Ensure(t.Context(), s)
+			require.NoError(t, err)
+			assert.Equal(t, bootstrap.Ready, res.After.State)
+			if upgrade {
+				assert.Equal(t, 3, res.After.Schema)
+				b, err := os.ReadFile(filepath.Join(home, "config", "prefs.yaml"))
+				require.NoError(t, err)
+				assert.Equal(t, "voice: neutral\n", string(b), "migrated exactly once")
+				return
+			}
+			assert.Equal(t, "1", commitCount(t, home), "exactly one initial commit")
+			b, err := os.ReadFile(filepath.Join(home, "config", "personas", "default.yaml"))
+			require.NoError(t, err)
+			assert.Equal(t, "name: mine\n", string(b), "the user's file is untouched")
+			_, err = os.Stat(filepath.Join(home, "config", "base.yaml"))
+			assert.NoError(t, err, "defaults were written")
+		})
+	}
+}
+
+func TestSpecErrors(t *testing.T) {
+	_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{})
+	assert.Error(t, err)
+	home := copyFixture(t, "needs-upgrade", true)
+	s := spec(home)
+	s.Schema = 5 // no migrations to get there
+	_, err = bootstrap.Ensure(t.Context(), s)
+	assert.ErrorContains(t, err, "no migration from schema 1")
+}
