@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,16 +16,22 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
 )
 
 // RegistryEnv overrides the registry path; set to "" it disables the
 // registry.
 const RegistryEnv = "MCPKEEP_REGISTRY"
 
+// ErrNoRegistry is returned by Register and Unregister on a Registry whose
+// path is empty, the value DefaultRegistryPath uses for "disabled".
+var ErrNoRegistry = errors.New("statefile: registry disabled (empty path)")
+
 // DefaultRegistryPath returns the registry file to use: $MCPKEEP_REGISTRY
-// when set (an empty value disables the registry and returns ""), else
-// $XDG_STATE_HOME/mcpkeep/servers.json, else
-// ~/.local/state/mcpkeep/servers.json.
+// when set, else $XDG_STATE_HOME/mcpkeep/servers.json, else
+// ~/.local/state/mcpkeep/servers.json. It returns "" when the registry is
+// disabled ($MCPKEEP_REGISTRY set to the empty string) or when no home
+// directory is known; callers skip registration when it returns "".
 func DefaultRegistryPath() string {
 	if p, ok := os.LookupEnv(RegistryEnv); ok {
 		return p
@@ -70,9 +77,19 @@ type registryFile struct {
 // <file>.lock for the whole transaction and replaces the file atomically,
 // so no update is lost and readers, which take no lock, never see a torn
 // file. Entries of dead processes are pruned on every write and hidden on
-// every read. A Registry holds no open files; the zero value is not usable,
-// use NewRegistry.
+// every read. A Registry holds no open files and may be used from many
+// goroutines; the zero value is a disabled registry, use NewRegistry.
+//
+// A corrupt registry file does not stop registration: a writer renames it
+// to <file>.corrupt-<UTC time> (nothing is deleted) and starts an empty
+// registry, reporting the move through Logger. Readers (List) return the
+// *atomicfile.CorruptError instead. The registry only holds discovery
+// data, which live servers re-register when they next start.
 type Registry struct {
+	// Logger is told when a corrupt registry file is quarantined; nil
+	// discards. Set it before the Registry is shared.
+	Logger *slog.Logger
+
 	path string
 }
 
@@ -83,7 +100,12 @@ func NewRegistry(path string) *Registry { return &Registry{path: path} }
 func (r *Registry) Path() string { return r.path }
 
 // Register adds or replaces the entry id (by convention the server's home)
-// with s. It blocks while another process updates the registry.
+// with s, leaving out s.Token (tokens stay in the 0600 state file). It
+// blocks, without a timeout, while another process or goroutine updates the
+// registry. An update holds the lock only for one read and one durable
+// replace (about a millisecond), and a process killed while holding it
+// releases it (the kernel drops the flock), so the wait is short unless a
+// holder is stopped (SIGSTOP) mid-update.
 func (r *Registry) Register(id string, s State) error {
 	if id == "" {
 		return errors.New("statefile: registry entry id is empty")
@@ -97,14 +119,20 @@ func (r *Registry) Register(id string, s State) error {
 
 // Unregister removes the entry id, if the current process registered it.
 // Another process's entry under the same id is left alone.
+// Like Register, it blocks while another update runs.
 func (r *Registry) Unregister(id string) error {
+	pid, start, _ := proc.Self()
 	return r.update(func(entries []Entry) []Entry {
-		return slices.DeleteFunc(entries, func(e Entry) bool { return e.ID == id && e.State.Ours() })
+		return slices.DeleteFunc(entries, func(e Entry) bool {
+			return e.ID == id && e.State.PID == pid && e.State.StartTime == start
+		})
 	})
 }
 
-// List returns the registered servers that are alive, without locking. A
-// missing file is an empty registry.
+// List returns the registered servers that are alive, sorted by ID, without
+// locking. A missing file (or a disabled registry) is an empty list; a
+// corrupt file gives a *atomicfile.CorruptError, a newer one an error
+// matching ErrUnknownVersion.
 func (r *Registry) List() ([]Entry, error) {
 	entries, err := r.read()
 	if err != nil {
@@ -114,6 +142,9 @@ func (r *Registry) List() ([]Entry, error) {
 }
 
 func (r *Registry) read() ([]Entry, error) {
+	if r.path == "" {
+		return nil, nil
+	}
 	var f registryFile
 	err := atomicfile.ReadJSON(r.path, &f)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -130,9 +161,11 @@ func (r *Registry) read() ([]Entry, error) {
 }
 
 // update runs change on the live entries under the registry lock and
-// writes the result. A corrupt registry is moved aside (it only holds
-// discovery data that live servers re-register) and replaced.
+// writes the result. A corrupt registry is quarantined and replaced.
 func (r *Registry) update(change func([]Entry) []Entry) error {
+	if r.path == "" {
+		return ErrNoRegistry
+	}
 	if err := atomicfile.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
 		return err
 	}
@@ -143,9 +176,8 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 	defer lock.Unlock()
 	entries, err := r.read()
 	if errors.Is(err, atomicfile.ErrCorrupt) {
-		aside := r.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
-		if rerr := os.Rename(r.path, aside); rerr != nil {
-			return errors.Join(err, rerr)
+		if err := r.quarantine(err); err != nil {
+			return err
 		}
 		entries = nil
 	} else if err != nil {
@@ -158,4 +190,18 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 		entries = []Entry{}
 	}
 	return atomicfile.WriteJSON(r.path, registryFile{Schema: SchemaVersion, Servers: entries}, 0o600)
+}
+
+// quarantine moves the corrupt registry file aside, keeping its bytes for a
+// human, and logs where it went. The caller holds the lock.
+func (r *Registry) quarantine(cause error) error {
+	aside := r.path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(r.path, aside); err != nil {
+		return fmt.Errorf("statefile: move corrupt registry aside (remove %s by hand to start afresh): %w", r.path, errors.Join(cause, err))
+	}
+	if r.Logger != nil {
+		r.Logger.Warn("registry: corrupt file moved aside; starting an empty registry (live servers re-register on their next start)",
+			"path", r.path, "moved_to", aside, "err", cause)
+	}
+	return nil
 }

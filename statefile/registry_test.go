@@ -2,9 +2,11 @@ package statefile_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -155,10 +158,10 @@ func TestRegistryNoLostUpdates(t *testing.T) {
 	}
 	assert.Equal(t, want, ids, "no lost update: the file holds exactly the entries still registered")
 
-	// The raw file holds no victim either: the last write pruned them.
-	raw, err := os.ReadFile(reg)
-	require.NoError(t, err)
-	assert.NotContains(t, string(raw), "victim")
+	// The file itself, not just the filtered List, holds exactly the final
+	// ids: no lost update, no leftover round, and no victim (the writes
+	// after their SIGKILL pruned them).
+	assert.Equal(t, want, rawIDs(t, reg))
 
 	require.NoError(t, reader.stdin.Close())
 	var reads, invalid int
@@ -176,6 +179,49 @@ func TestRegistryNoLostUpdates(t *testing.T) {
 	entries, err = statefile.NewRegistry(reg).List()
 	require.NoError(t, err)
 	assert.Empty(t, entries)
+}
+
+// rawIDs returns the ids in the registry file as written, dead or alive.
+func rawIDs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var f struct {
+		Servers []struct {
+			ID string `json:"id"`
+		} `json:"servers"`
+	}
+	require.NoError(t, json.Unmarshal(b, &f))
+	var ids []string
+	for _, s := range f.Servers {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func TestRegistryUnregisterLeavesOthersAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	reg := statefile.NewRegistry(path)
+	// pid 1 runs; start time 0 matches any running process.
+	other := statefile.State{Schema: statefile.SchemaVersion, Name: "other", PID: 1}
+	require.True(t, other.Alive())
+	require.NoError(t, reg.Register("/shared", other))
+
+	require.NoError(t, reg.Unregister("/shared"))
+	assert.Equal(t, []string{"/shared"}, rawIDs(t, path), "another process's entry stays")
+
+	require.NoError(t, reg.Register("/shared", statefile.New("me", "/shared")))
+	require.NoError(t, reg.Unregister("/shared"))
+	assert.Empty(t, rawIDs(t, path), "our own entry goes")
+}
+
+func TestRegistryDisabled(t *testing.T) {
+	reg := statefile.NewRegistry("")
+	require.ErrorIs(t, reg.Register("x", statefile.New("x", "/x")), statefile.ErrNoRegistry)
+	require.ErrorIs(t, reg.Unregister("x"), statefile.ErrNoRegistry)
+	list, err := reg.List()
+	require.NoError(t, err)
+	assert.Empty(t, list)
 }
 
 func TestRegistryBasics(t *testing.T) {
@@ -211,8 +257,12 @@ func TestRegistryCorruptFileIsMovedAside(t *testing.T) {
 	path := filepath.Join(dir, "servers.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"schema":1,"servers":[{"id":`), 0o600))
 	reg := statefile.NewRegistry(path)
+	var logs bytes.Buffer
+	reg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	_, err := reg.List()
-	require.Error(t, err, "a reader reports the corrupt file")
+	var ce *atomicfile.CorruptError
+	require.ErrorAs(t, err, &ce, "a reader reports the corrupt file")
+	assert.Equal(t, path, ce.Path)
 
 	require.NoError(t, reg.Register("/h", statefile.New("x", "/h")), "a writer replaces it")
 	list, err := reg.List()
@@ -224,6 +274,14 @@ func TestRegistryCorruptFileIsMovedAside(t *testing.T) {
 	b, err := os.ReadFile(matches[0])
 	require.NoError(t, err)
 	assert.Equal(t, `{"schema":1,"servers":[{"id":`, string(b))
+
+	var rec struct {
+		Level   string `json:"level"`
+		MovedTo string `json:"moved_to"`
+	}
+	require.NoError(t, json.Unmarshal(logs.Bytes(), &rec), "one log record: %s", logs.String())
+	assert.Equal(t, "WARN", rec.Level)
+	assert.Equal(t, matches[0], rec.MovedTo, "the log says where the bytes went")
 }
 
 func TestRegistryNewerSchema(t *testing.T) {
