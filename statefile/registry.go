@@ -16,6 +16,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
 )
 
@@ -181,6 +182,9 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 		}
 		entries = nil
 	} else if err != nil {
+		return err
+	}
+	if err := failpoint.Hit("statefile.registry-locked"); err != nil {
 		return err
 	}
 	entries = slices.DeleteFunc(entries, func(e Entry) bool { return !e.State.Alive() })

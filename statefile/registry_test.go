@@ -11,12 +11,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -197,6 +200,69 @@ func rawIDs(t *testing.T, path string) []string {
 		ids = append(ids, s.ID)
 	}
 	return ids
+}
+
+// TestHelperRegistryCrash registers while the failpoint armed by its parent
+// kills it in the middle of the locked update.
+func TestHelperRegistryCrash(t *testing.T) {
+	if os.Getenv(roleEnv) != "crash" {
+		return
+	}
+	reg := statefile.NewRegistry(os.Getenv(regEnv))
+	err := reg.Register("crasher", statefile.New("crasher", "/c"))
+	fmt.Println("survived", err) // not reached when the failpoint kills
+	os.Exit(0)
+}
+
+func TestRegistryKilledWhileLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	reg := statefile.NewRegistry(path)
+	require.NoError(t, reg.Register("parent", statefile.New("parent", "/p")))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRegistryCrash$")
+	cmd.Env = append(os.Environ(), roleEnv+"=crash", regEnv+"="+path,
+		failpoint.EnvVar+"=statefile.registry-locked=kill")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, string(out))
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	require.True(t, ok)
+	require.Equal(t, syscall.SIGKILL, ws.Signal(), "the child died at the failpoint: %s", out)
+
+	// The kernel released the dead child's flock, and the file is untouched.
+	l := flock.New(path + ".lock")
+	locked, err := l.TryLock()
+	require.NoError(t, err)
+	assert.True(t, locked, "the lock of a killed registrant is released")
+	require.NoError(t, l.Unlock())
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after))
+
+	require.NoError(t, reg.Register("next", statefile.New("next", "/n")))
+	assert.Equal(t, []string{"next", "parent"}, rawIDs(t, path))
+}
+
+func TestRegistryInjectedErrorKeepsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	reg := statefile.NewRegistry(path)
+	require.NoError(t, reg.Register("a", statefile.New("a", "/a")))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	require.NoError(t, failpoint.Set("statefile.registry-locked=error"))
+	t.Cleanup(func() { failpoint.Set("") })
+	err = reg.Register("b", statefile.New("b", "/b"))
+	require.ErrorIs(t, err, failpoint.ErrInjected)
+	require.NoError(t, failpoint.Set(""))
+
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "a failed update changes nothing")
+	require.NoError(t, reg.Register("b", statefile.New("b", "/b")), "and does not leave the lock held")
+	assert.Equal(t, []string{"a", "b"}, rawIDs(t, path))
 }
 
 func TestRegistryUnregisterLeavesOthersAlone(t *testing.T) {

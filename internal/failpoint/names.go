@@ -10,6 +10,9 @@ var Names = []string{
 	"atomicfile.before-rename",
 	"atomicfile.before-dir-fsync",
 
+	// statefile: the registry's locked read-modify-write.
+	"statefile.registry-locked",
+
 	// gitstore: one commit, in order, then housekeeping.
 	"gitstore.before-objects",
 	"gitstore.before-ref",
