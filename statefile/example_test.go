@@ -51,3 +51,13 @@ func ExampleRegistry() {
 	// /home/me/.helios helios
 	// 0
 }
+
+// URL never writes localhost, which may resolve to ::1 while the server
+// listens on 127.0.0.1.
+func ExampleURL() {
+	fmt.Println(statefile.URL("localhost", 8080))
+	fmt.Println(statefile.URL("0.0.0.0", 8080))
+	// Output:
+	// http://127.0.0.1:8080/mcp
+	// http://127.0.0.1:8080/mcp
+}

@@ -47,11 +47,13 @@ func DefaultRegistryPath() string {
 }
 
 // URL returns the Streamable HTTP URL of a server on host:port. Loopback
-// hosts are written as the literal 127.0.0.1 (or [::1]), never localhost,
-// which may resolve to another address.
+// hosts are written as the literal 127.0.0.1 (or [::1] for a server bound
+// to ::1 only), never localhost, which may resolve to ::1 while the server
+// listens on 127.0.0.1. A wildcard host (0.0.0.0, ::) is reached through
+// 127.0.0.1 too.
 func URL(host string, port int) string {
 	switch {
-	case host == "" || host == "localhost":
+	case host == "" || strings.EqualFold(host, "localhost"):
 		host = "127.0.0.1"
 	case host == "0.0.0.0" || host == "::":
 		host = "127.0.0.1" // bound everywhere; loopback reaches it

@@ -149,10 +149,22 @@ func TestReadBadFiles(t *testing.T) {
 }
 
 func TestURL(t *testing.T) {
-	assert.Equal(t, "http://127.0.0.1:8080/mcp", statefile.URL("localhost", 8080))
-	assert.Equal(t, "http://127.0.0.1:8080/mcp", statefile.URL("", 8080))
-	assert.Equal(t, "http://[::1]:9/mcp", statefile.URL("::1", 9))
-	assert.Equal(t, "http://10.0.0.2:9/mcp", statefile.URL("10.0.0.2", 9))
+	for _, tc := range []struct {
+		host string
+		port int
+		want string
+	}{
+		{"localhost", 8080, "http://127.0.0.1:8080/mcp"},
+		{"LocalHost", 8080, "http://127.0.0.1:8080/mcp"},
+		{"", 8080, "http://127.0.0.1:8080/mcp"},
+		{"127.0.0.1", 1, "http://127.0.0.1:1/mcp"},
+		{"0.0.0.0", 2, "http://127.0.0.1:2/mcp"},
+		{"::", 3, "http://127.0.0.1:3/mcp"},
+		{"::1", 9, "http://[::1]:9/mcp"},
+		{"10.0.0.2", 9, "http://10.0.0.2:9/mcp"},
+	} {
+		assert.Equal(t, tc.want, statefile.URL(tc.host, tc.port), "host %q", tc.host)
+	}
 }
 
 func FuzzReadState(f *testing.F) {
