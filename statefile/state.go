@@ -110,8 +110,13 @@ func (s *State) Ours() bool {
 	return s != nil && s.PID == pid && s.StartTime == start
 }
 
-// Write atomically replaces the state file at path with s, mode 0600.
+// Write atomically and durably replaces the state file at path with s, mode
+// 0600 (see atomicfile.WriteFile). A symlink at path is replaced, not
+// followed. A zero s.Schema is set to SchemaVersion.
 func Write(path string, s *State) error {
+	if s == nil {
+		return fmt.Errorf("statefile: write %s: nil State", path)
+	}
 	if s.Schema == 0 {
 		s.Schema = SchemaVersion
 	}
@@ -140,8 +145,11 @@ func check(path string, s *State) error {
 }
 
 // Remove removes the state file at path only if it describes the current
-// process (PID and start time match). It returns nil when the file is
-// missing or belongs to another process.
+// process (PID and start time match). It returns nil, leaving the file in
+// place, when the file belongs to another process or cannot be read or
+// parsed (recovery deals with those), and nil when it is missing. The
+// check and the removal are two steps: callers hold the home's lock
+// (lifecycle.Lock) so no other server rewrites the file in between.
 func Remove(path string) error {
 	s, err := Read(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -95,6 +95,22 @@ func TestRemoveLeavesOthersAlone(t *testing.T) {
 	assert.Equal(t, before, after)
 }
 
+func TestRemoveLeavesCorruptFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), statefile.FileName)
+	require.NoError(t, os.WriteFile(path, []byte(`{"schema":1,"pid":`), 0o600))
+	require.NoError(t, statefile.Remove(path))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, `{"schema":1,"pid":`, string(b), "left for recovery to quarantine")
+}
+
+func TestWriteNil(t *testing.T) {
+	path := filepath.Join(t.TempDir(), statefile.FileName)
+	require.Error(t, statefile.Write(path, nil))
+	_, err := os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
 func TestSymlinkNotFollowed(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "precious")
