@@ -91,7 +91,8 @@ func New(name, home string) State {
 
 // Alive reports whether the process s describes is running: its PID exists
 // and its start time matches, so a PID reused by another process, or one from
-// an earlier boot, reads as dead. A PID of another user (EPERM) is alive.
+// an earlier boot, reads as dead, and so does a process that exited but is
+// not yet reaped (a zombie). A PID of another user (EPERM) is alive.
 func (s *State) Alive() bool {
 	if s == nil {
 		return false

@@ -8,7 +8,8 @@ import (
 )
 
 // StartTime returns the start time of pid in microseconds since the epoch,
-// from sysctl kern.proc.pid.
+// from sysctl kern.proc.pid. A zombie (exited, not yet reaped by its
+// parent) has no start time: it returns ErrNoProcess.
 func StartTime(pid int) (uint64, error) {
 	if pid <= 0 {
 		return 0, ErrNoProcess
@@ -20,7 +21,8 @@ func StartTime(pid int) (uint64, error) {
 		}
 		return 0, err
 	}
-	if kp.Proc.P_pid != int32(pid) {
+	const szomb = 5 // SZOMB in <sys/proc.h>
+	if kp.Proc.P_pid != int32(pid) || kp.Proc.P_stat == szomb {
 		return 0, ErrNoProcess
 	}
 	tv := kp.Proc.P_starttime

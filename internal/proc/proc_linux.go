@@ -10,7 +10,8 @@ import (
 )
 
 // StartTime returns the start time of pid in clock ticks since boot, from
-// field 22 of /proc/<pid>/stat.
+// field 22 of /proc/<pid>/stat. A zombie (exited, not yet reaped by its
+// parent) has no start time: it returns ErrNoProcess.
 func StartTime(pid int) (uint64, error) {
 	if pid <= 0 {
 		return 0, ErrNoProcess
@@ -22,24 +23,35 @@ func StartTime(pid int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return parseStat(b)
+	start, state, err := parseStat(b)
+	if err != nil {
+		return 0, fmt.Errorf("proc: /proc/%d/stat: %w", pid, err)
+	}
+	if state == 'Z' || state == 'X' {
+		return 0, ErrNoProcess
+	}
+	return start, nil
 }
 
-// parseStat extracts field 22 (starttime) from a /proc/<pid>/stat line. The
-// command name (field 2) is in parentheses and may hold spaces and ')', so
-// fields are counted after the last ')'.
-func parseStat(b []byte) (uint64, error) {
+// parseStat extracts field 22 (starttime) and field 3 (state) from a
+// /proc/<pid>/stat line. The command name (field 2) is in parentheses and
+// may hold spaces and ')', so fields are counted after the last ')'.
+func parseStat(b []byte) (start uint64, state byte, err error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("proc: malformed stat line")
+		return 0, 0, errors.New("malformed stat line: no ')'")
 	}
 	fields := bytes.Fields(b[i+1:])
 	// fields[0] is field 3 (state); starttime is field 22.
 	const idx = 22 - 3
 	if len(fields) <= idx {
-		return 0, fmt.Errorf("proc: stat line has %d fields, want > 22", len(fields)+2)
+		return 0, 0, fmt.Errorf("stat line has %d fields, want at least 22", len(fields)+2)
 	}
-	return strconv.ParseUint(string(fields[idx]), 10, 64)
+	start, err = strconv.ParseUint(string(fields[idx]), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("stat field 22: %w", err)
+	}
+	return start, fields[0][0], nil
 }
 
 // BootID returns the kernel's boot id, or "" when it cannot be read.

@@ -1,45 +1,16 @@
 package proc
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestParseStat(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("linux /proc format")
-	}
-	const rest = " S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 18446744073709551615"
-	for _, tc := range []struct {
-		name, line string
-		want       uint64
-		ok         bool
-	}{
-		{name: "plain", line: "4242 (helios)" + rest, want: 987654, ok: true},
-		// A command name with spaces and ')' must not shift the fields.
-		{name: "spaces and parens", line: "4242 (evil) name (x))" + rest, want: 987654, ok: true},
-		{name: "fake fields in name", line: "4242 (a) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22)" + rest, want: 987654, ok: true},
-		{name: "no parens", line: "4242 no parens", ok: false},
-		{name: "too few fields", line: "4242 (x) S 1 2", ok: false},
-		{name: "not a number", line: "4242 (x) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 soon 1000", ok: false},
-		{name: "empty", line: "", ok: false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseStat([]byte(tc.line))
-			if !tc.ok {
-				assert.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
 
 func TestStartTime(t *testing.T) {
 	pid, a, err := Self()
@@ -58,4 +29,26 @@ func TestStartTime(t *testing.T) {
 	assert.False(t, Running(0))
 	assert.False(t, Running(-1))
 	assert.True(t, Running(os.Getpid()))
+}
+
+func TestZombieIsNotAlive(t *testing.T) {
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Start())
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { cmd.Wait() })
+
+	// Until we reap it, the exited child is a zombie: kill(pid, 0) still
+	// succeeds, but it is not alive.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := StartTime(pid)
+		if errors.Is(err, ErrNoProcess) {
+			break
+		}
+		require.NoError(t, err)
+		require.True(t, time.Now().Before(deadline), "pid %d never read as exited", pid)
+		runtime.Gosched()
+	}
+	assert.True(t, Running(pid), "still a zombie: the pid is not free for reuse yet")
+	assert.False(t, Alive(pid, 1))
 }
