@@ -196,7 +196,8 @@ run_js() {
 }
 run_js inspector "$helios" "$dir/node_modules/.bin/inspector"
 run_js sdk-client "$helios"
-run_js peer "$helios" "$dir/node_modules/@modelcontextprotocol/server-memory/dist/index.js" "$work/peer.json"
+run_js peer "$helios" "$dir/node_modules/@modelcontextprotocol/server-memory/dist/index.js" "$work/peer.json" \
+	"$dir/bin/gosdk-everything-server"
 
 # --- summary ---------------------------------------------------------------
 say "summary"

@@ -14,7 +14,10 @@
 // process of the same server. helios losing an acknowledged write fails
 // the script; the peer's losses are reported only.
 //
-//	node peer.mjs HELIOS_BINARY SERVER_MEMORY_INDEX_JS [RESULTS_JSON]
+//	node peer.mjs HELIOS_BINARY SERVER_MEMORY_INDEX_JS [RESULTS_JSON [GOSDK_SERVER]]
+//
+// With GOSDK_SERVER (the go-sdk everything-server binary), its cold start
+// over stdio is measured too, as a reference for a bare go-sdk server.
 //
 // Env: INTEROP_COLD_RUNS (default 11), INTEROP_KILL_ROUNDS (default 5).
 
@@ -24,7 +27,7 @@ import { join } from "node:path";
 
 import { Checker, Rpc, median, ok, sleep, withTimeout } from "./lib.mjs";
 
-const [helios, memoryJS, resultsPath] = process.argv.slice(2);
+const [helios, memoryJS, resultsPath, gosdkServer] = process.argv.slice(2);
 if (!helios || !memoryJS) {
   console.error("usage: node peer.mjs HELIOS_BINARY SERVER_MEMORY_INDEX_JS [RESULTS_JSON]");
   process.exit(2);
@@ -151,9 +154,10 @@ async function two(s) {
 async function kill(s) {
   const store = s.newStore();
   const ack = [];
+  const sequential = new Set(); // writes each waited for before the next was sent
   let restartsFailed = 0;
   let writes = 0;
-  const delays = [0, 2, 5, 10, 20];
+  const delays = [0, 5, 20, 50, 100]; // ms from the pipelined writes to the kill
   for (let round = 0; round < KILL_ROUNDS; round++) {
     const rpc = s.start(store);
     try {
@@ -171,6 +175,7 @@ async function kill(s) {
     const tags = Array.from({ length: before + 5 }, (_, i) => `kill-r${round}-w${String(i).padStart(2, "0")}`);
     const msgs = [];
     for (let i = 0; i < before; i++) {
+      sequential.add(tags[i]);
       const m = s.write(rpc, tags[i]);
       msgs.push(m);
       rpc.send(m);
@@ -198,6 +203,7 @@ async function kill(s) {
     writes,
     acked: ack.length,
     lost: ack.filter((t) => !disk.has(t)).length,
+    lostSequential: ack.filter((t) => !disk.has(t) && sequential.has(t)).length,
     lostTags: ack.filter((t) => !disk.has(t)),
     restartsFailed,
   };
@@ -209,7 +215,9 @@ async function cold(s) {
   const store = s.newStore();
   const first = s.start(store);
   await first.initialize();
-  await first.call(s.id === "helios" ? "update_preference" : "create_entities", s.id === "helios" ? { key: "warm", value: "x" } : { entities: [{ name: "warm", entityType: "interop", observations: [] }] });
+  const w = s.write(first, "warm");
+  first.send(w);
+  if (!ok(await withTimeout(first.response(w.id), 10000, `${s.id} warm-up write`))) throw new Error("warm-up write failed");
   await first.stop();
   const ms = [];
   for (let i = 0; i < COLD_RUNS; i++) {
@@ -225,6 +233,17 @@ async function cold(s) {
     await r.stop();
   }
   return { runs: COLD_RUNS, medianMs: median(ms), minMs: Math.min(...ms), maxMs: Math.max(...ms), freshMedianMs: median(fresh) };
+}
+
+// bareCold measures spawn to initialize response of a server with no store.
+async function bareCold(cmd) {
+  const ms = [];
+  for (let i = 0; i < COLD_RUNS; i++) {
+    const r = new Rpc(cmd, []);
+    ms.push(await r.initialize());
+    await r.stop();
+  }
+  return { runs: COLD_RUNS, medianMs: median(ms), minMs: Math.min(...ms), maxMs: Math.max(...ms) };
 }
 
 const c = new Checker("peer");
@@ -245,6 +264,14 @@ try {
       }
       console.log(`  ${s.id} ${name}: ${JSON.stringify(r[name])}`);
     }
+  }
+  if (gosdkServer) {
+    try {
+      results.reference = { gosdkCold: await bareCold(gosdkServer) };
+    } catch (err) {
+      results.reference = { error: String(err?.message ?? err) };
+    }
+    console.log(`  go-sdk everything-server (stdio, no store) cold: ${JSON.stringify(results.reference)}`);
   }
 } finally {
   rmSync(tmp, { recursive: true, force: true });
@@ -280,8 +307,8 @@ row("two processes, one store: second process", (r) =>
 row("two processes: 20 writes → acked / on disk / **lost**", (r) =>
   fmt(r.two, (x) => `${x.acked} / ${x.persisted} / **${x.lost}**`),
 );
-row(`SIGKILL mid-stream × ${KILL_ROUNDS}: writes sent / acked / **lost** / failed restarts`, (r) =>
-  fmt(r.kill, (x) => `${x.writes} / ${x.acked} / **${x.lost}** / ${x.restartsFailed}`),
+row(`SIGKILL mid-stream × ${KILL_ROUNDS}: writes sent / acked / **lost** (of them waited-for) / failed restarts`, (r) =>
+  fmt(r.kill, (x) => `${x.writes} / ${x.acked} / **${x.lost}** (${x.lostSequential}) / ${x.restartsFailed}`),
 );
 row(`cold start to initialize, existing store (median of ${COLD_RUNS}, min–max)`, (r) =>
   fmt(r.cold, (x) => `${x.medianMs.toFixed(1)} ms (${x.minMs.toFixed(1)}–${x.maxMs.toFixed(1)})`),
@@ -289,6 +316,13 @@ row(`cold start to initialize, existing store (median of ${COLD_RUNS}, min–max
 row(`cold start to initialize, fresh store (median of ${COLD_RUNS})`, (r) =>
   fmt(r.cold, (x) => `${x.freshMedianMs.toFixed(1)} ms`),
 );
+const ref = results.reference?.gosdkCold;
+if (ref) {
+  console.log(
+    `\nreference: a bare go-sdk server (everything-server, stdio, no home): cold start median of ${ref.runs} ` +
+      `${ref.medianMs.toFixed(1)} ms (${ref.minMs.toFixed(1)}–${ref.maxMs.toFixed(1)})`,
+  );
+}
 console.log("");
 if (resultsPath) writeFileSync(resultsPath, JSON.stringify({ node: process.version, results }, null, 2) + "\n");
 c.done();
