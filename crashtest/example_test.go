@@ -1,7 +1,13 @@
 package crashtest_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
@@ -19,4 +25,50 @@ func ExampleSchedule() {
 	// 33.258995ms
 	// 24
 	// lifecycle.after-state-write
+}
+
+// Start a binary with a failpoint armed to kill it, and tell the kill from
+// a clean exit.
+func ExampleStart() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "crashtest-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	bin, err := crashtest.Build(ctx, "./internal/testprog", dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p, err := crashtest.Start(ctx, crashtest.Cmd{
+		Path:       bin,
+		Args:       []string{"-file", filepath.Join(dir, "lines")},
+		Failpoints: "atomicfile.before-rename=kill",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Fprintln(p.Stdin(), "hello") // the write dies before its rename
+	err = p.Wait()
+	fmt.Println(p.Killed(), errors.Is(err, crashtest.ErrKilled))
+
+	p, err = crashtest.Start(ctx, crashtest.Cmd{
+		Path:  bin,
+		Args:  []string{"-file", filepath.Join(dir, "lines")},
+		Stdin: strings.NewReader("hello\n"),
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, _ := io.ReadAll(p.Stdout())
+	fmt.Print(string(out))
+	fmt.Println(p.Wait(), p.Killed(), p.ExitCode())
+	// Output:
+	// true true
+	// ok hello
+	// <nil> false 0
 }
