@@ -2,19 +2,26 @@
 // terminal or an impatient MCP client would: it builds the binary, starts it
 // with failpoints armed (MCPKEEP_FAILPOINTS), drives it, SIGKILLs it at a
 // named failpoint or after a random delay, restarts it and runs the caller's
-// invariant checks.
+// invariant checks, over and over.
 //
 // Build compiles a main package; Start runs it and returns a Process whose
 // Kill, Wait, Killed and Stderr tell a kill from a clean exit from a failure.
+// Run is the loop for a suite: it crashes each failpoint of a Plan in turn,
+// then at random, collects every Violation rather than stopping at the
+// first, and returns a Summary whose String is the one line
+//
+//	crash suite: N crashes, K failpoints, V violations, seed S
 //
 // Every random choice comes from a Schedule built from one seed, printed in
-// each failure; setting MCPKEEP_CRASH_SEED to it (SeedFromEnv) replays the
-// run's choices.
+// each violation and in the summary; setting MCPKEEP_CRASH_SEED to it
+// (SeedFromEnv) replays the run's choices.
 //
 // What it does not do: a SIGKILL leaves the kernel's page cache intact, so
 // these crashes cannot find a missing fsync; that takes a power-cut test (a
-// file system shut down under the program). A seed does not replay the exact
-// instruction a timed kill lands on. The package writes nothing to stdout.
-// Linux and macOS only; on Linux it reads /proc to tell a failpoint's own
-// kill from one it sent.
+// file system shut down under the program). A seed replays which points are
+// armed, the kill delays and the workload a Drive draws from the Iteration's
+// Schedule, not the exact instruction a timed kill lands on. The invariants
+// are the caller's: crashtest only runs them. The package writes nothing to
+// stdout; it logs through a Logger such as *testing.T. Linux and macOS only;
+// on Linux it reads /proc to tell a failpoint's own kill from one it sent.
 package crashtest

@@ -1,17 +1,91 @@
 package crashtest_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
 )
+
+// Crash a program that appends each line of its input to a file and
+// acknowledges it on stdout: at each of four failpoints in turn, then four
+// times at random. After every crash, restart it so it repairs the file,
+// and check that every acknowledged line survived. In a test, pass t as the
+// Logger and t.Context() as the context, and assert that
+// summary.Violations is empty.
+func ExampleRun() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "crashtest-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	bin, err := crashtest.Build(ctx, "./internal/testprog", dir) // your server: "./cmd/myserver"
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	file := filepath.Join(dir, "lines")
+	var acked []string // every line the program acknowledged, over all iterations
+
+	plan := crashtest.Plan{
+		Iterations: 8,
+		Failpoints: []string{"atomicfile.before-write", "atomicfile.before-fsync", "atomicfile.before-rename", "atomicfile.before-dir-fsync"},
+		Seed:       1, // 0 reads MCPKEEP_CRASH_SEED or picks a new seed
+		MaxDelay:   20 * time.Millisecond,
+		Start: func(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+			return crashtest.Start(ctx, crashtest.Cmd{Path: bin, Args: []string{"-file", file}, Failpoints: it.Failpoints})
+		},
+		Drive: func(ctx context.Context, it *crashtest.Iteration, p *crashtest.Process) error {
+			out := bufio.NewScanner(p.Stdout())
+			for i := 0; ; i++ { // until the kill
+				line := fmt.Sprintf("%d.%d", it.N, i)
+				if _, err := fmt.Fprintln(p.Stdin(), line); err != nil || !out.Scan() {
+					return nil // it died: expected
+				}
+				acked = append(acked, line)
+			}
+		},
+		Restart: func(ctx context.Context, it *crashtest.Iteration) error {
+			p, err := crashtest.Start(ctx, crashtest.Cmd{Path: bin, Args: []string{"-file", file}, Stdin: strings.NewReader("")})
+			if err != nil {
+				return err
+			}
+			return p.Wait()
+		},
+		Check: func(ctx context.Context, it *crashtest.Iteration) error {
+			data, err := os.ReadFile(file)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			lines := strings.Split(string(data), "\n")
+			var lost []error
+			for _, a := range acked {
+				if !slices.Contains(lines, a) {
+					lost = append(lost, fmt.Errorf("acknowledged line %q is not in %s", a, file))
+				}
+			}
+			return errors.Join(lost...)
+		},
+	}
+	summary, err := crashtest.Run(ctx, nil, plan)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(summary)
+	// Output:
+	// crash suite: 8 crashes, 4 failpoints, 0 violations, seed 1
+}
 
 // A Schedule built from a printed seed makes the same choices again.
 func ExampleSchedule() {

@@ -1,0 +1,319 @@
+package crashtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// Logger receives Run's progress and failure lines. *testing.T, *testing.B
+// and a wrapper around log.Printf satisfy it.
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
+// Plan describes a crash suite for Run: how to start the binary, drive it,
+// recover it and check it, and how many times to crash it.
+type Plan struct {
+	// Iterations is the number of crashes to attempt. It is raised to
+	// len(Failpoints) so that every point is crashed once.
+	Iterations int
+
+	// Failpoints are crashed in turn, one per iteration, each armed as
+	// "name=kill" (the first hit kills). The iterations after them kill the
+	// process after a random delay instead.
+	Failpoints []string
+
+	// Seed drives every random choice. 0 means SeedFromEnv.
+	Seed int64
+
+	// MinDelay and MaxDelay bound the delay, counted from Start's return,
+	// after which a random-kill iteration SIGKILLs the process. Both 0
+	// means 0 to 100ms.
+	MinDelay, MaxDelay time.Duration
+
+	// Timeout bounds one iteration: start, drive, restart and check. An
+	// iteration that runs out is a violation. 0 means one minute.
+	Timeout time.Duration
+
+	// MaxViolations stops the suite once it has found this many
+	// violations. 0 runs every iteration.
+	MaxViolations int
+
+	// Start starts the binary for iteration it, with it.Failpoints armed
+	// (pass it as Cmd.Failpoints) and ctx passed to crashtest.Start.
+	// Required. An error is a violation.
+	Start func(ctx context.Context, it *Iteration) (*Process, error)
+
+	// Drive gives the process work until it dies or the work is done, and
+	// records what the process acknowledged for Check. A process dying
+	// under Drive is the point of the exercise, not an error: Drive returns
+	// an error only for a broken invariant it saw, which is a violation.
+	// Whatever still runs when Drive returns is killed. Nil waits for the
+	// process to die.
+	Drive func(ctx context.Context, it *Iteration, p *Process) error
+
+	// Restart runs after each crash: typically it starts the binary again
+	// without failpoints and lets it recover. An error is a violation and
+	// skips Check. Nil skips the step.
+	Restart func(ctx context.Context, it *Iteration) error
+
+	// Check verifies the invariants after the crash and the restart. Each
+	// error it returns is a violation; errors joined with errors.Join are
+	// reported one by one. Nil skips the step.
+	Check func(ctx context.Context, it *Iteration) error
+}
+
+// Iteration describes one crash of a suite to the Plan's functions.
+type Iteration struct {
+	N          int           // 0-based number of the iteration
+	Seed       int64         // the suite's seed
+	Failpoint  string        // the point armed with kill; "" for a random kill
+	Failpoints string        // the MCPKEEP_FAILPOINTS value to start with
+	KillAfter  time.Duration // random kill: delay after Start returns; 0 with a failpoint
+	// Schedule is the iteration's own source of random choices, drawn
+	// from Seed and N, for the workload Drive generates.
+	Schedule *Schedule
+}
+
+// Violation is a broken invariant found in one iteration of a suite. Its
+// message names the iteration, the crash and the seed that replays it.
+type Violation struct {
+	Iteration int
+	Failpoint string        // the point that was armed; "" for a random kill
+	KillAfter time.Duration // the random kill's delay
+	Seed      int64
+	Err       error
+}
+
+func (v *Violation) Error() string {
+	crash := "failpoint " + v.Failpoint
+	if v.Failpoint == "" {
+		crash = "random kill after " + v.KillAfter.String()
+	}
+	return fmt.Sprintf("crashtest: iteration %d (%s), seed %d: %v", v.Iteration, crash, v.Seed, v.Err)
+}
+
+func (v *Violation) Unwrap() error { return v.Err }
+
+// Summary is the outcome of Run.
+type Summary struct {
+	Iterations int      // iterations run
+	Crashes    int      // iterations whose process died by SIGKILL
+	Failpoints int      // distinct failpoints that fired
+	Unfired    []string // armed failpoints the workload never reached
+	Violations []*Violation
+	Seed       int64
+}
+
+// String returns the one-line summary
+// "crash suite: N crashes, K failpoints, V violations, seed S".
+func (s Summary) String() string {
+	return fmt.Sprintf("crash suite: %d crashes, %d failpoints, %d violations, seed %d",
+		s.Crashes, s.Failpoints, len(s.Violations), s.Seed)
+}
+
+// Err returns the violations joined into one error, or nil when there are
+// none.
+func (s Summary) Err() error {
+	errs := make([]error, len(s.Violations))
+	for i, v := range s.Violations {
+		errs[i] = v
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the crash suite plan describes. Each iteration starts the
+// binary with one failpoint armed to kill (each of plan.Failpoints in turn)
+// or with a random kill scheduled, drives it, kills whatever still runs,
+// restarts it and checks the invariants. It collects every violation
+// rather than stopping at the first, logs each with the seed that replays
+// the run, and logs the summary line at the end. log may be nil.
+//
+// Run returns an error, with the summary so far, only for an invalid plan
+// or when ctx ends; violations are in the summary.
+func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
+	if log == nil {
+		log = discard{}
+	}
+	if plan.Start == nil {
+		return Summary{}, errors.New("crashtest: Plan.Start is nil: give Run a function that starts the binary")
+	}
+	for _, name := range plan.Failpoints {
+		if _, err := failpoint.Parse(name + "=kill"); err != nil {
+			return Summary{}, fmt.Errorf("crashtest: Plan.Failpoints: %w", err)
+		}
+	}
+	if plan.MinDelay < 0 || plan.MaxDelay < plan.MinDelay {
+		return Summary{}, fmt.Errorf("crashtest: Plan delays %v..%v: want 0 <= MinDelay <= MaxDelay", plan.MinDelay, plan.MaxDelay)
+	}
+	if plan.MinDelay == 0 && plan.MaxDelay == 0 {
+		plan.MaxDelay = 100 * time.Millisecond
+	}
+	if plan.Timeout <= 0 {
+		plan.Timeout = time.Minute
+	}
+	plan.Iterations = max(plan.Iterations, len(plan.Failpoints))
+	if plan.Iterations == 0 {
+		return Summary{}, errors.New("crashtest: Plan has no Iterations and no Failpoints: nothing to crash")
+	}
+	seed := plan.Seed
+	if seed == 0 {
+		var err error
+		if seed, err = SeedFromEnv(); err != nil {
+			return Summary{}, err
+		}
+	}
+
+	sum := Summary{Seed: seed}
+	sched := NewSchedule(seed)
+	fired := make(map[string]bool)
+	log.Logf("crash suite: %d iterations, %d failpoints, seed %d (%s=%d replays it)",
+		plan.Iterations, len(plan.Failpoints), seed, SeedEnvVar, seed)
+	for n := range plan.Iterations {
+		if err := ctx.Err(); err != nil {
+			return finish(log, sum, plan, fired), err
+		}
+		it := &Iteration{N: n, Seed: seed, Schedule: NewSchedule(iterationSeed(seed, n))}
+		if n < len(plan.Failpoints) {
+			it.Failpoint = plan.Failpoints[n]
+			it.Failpoints = it.Failpoint + "=kill"
+		} else {
+			it.KillAfter = sched.Delay(plan.MinDelay, plan.MaxDelay)
+		}
+		crashed, self, errs := runOne(ctx, &plan, it)
+		if err := ctx.Err(); err != nil {
+			return finish(log, sum, plan, fired), err // its findings are the cancellation's
+		}
+		sum.Iterations++
+		if crashed {
+			sum.Crashes++
+		}
+		if self && it.Failpoint != "" {
+			fired[it.Failpoint] = true
+		}
+		for _, err := range errs {
+			v := &Violation{Iteration: n, Failpoint: it.Failpoint, KillAfter: it.KillAfter, Seed: seed, Err: err}
+			sum.Violations = append(sum.Violations, v)
+			log.Logf("%v\n\treplay with %s=%d", v, SeedEnvVar, seed)
+		}
+		if plan.MaxViolations > 0 && len(sum.Violations) >= plan.MaxViolations {
+			log.Logf("crash suite: stopping after %d violations (Plan.MaxViolations)", len(sum.Violations))
+			break
+		}
+	}
+	return finish(log, sum, plan, fired), nil
+}
+
+func finish(log Logger, sum Summary, plan Plan, fired map[string]bool) Summary {
+	sum.Failpoints = len(fired)
+	for _, name := range plan.Failpoints[:min(len(plan.Failpoints), sum.Iterations)] {
+		if !fired[name] {
+			sum.Unfired = append(sum.Unfired, name)
+			log.Logf("crash suite: failpoint %s never fired: the workload did not reach it before Drive returned", name)
+		}
+	}
+	log.Logf("%v", sum)
+	return sum
+}
+
+// runOne runs one iteration and reports whether the process died by
+// SIGKILL, whether it killed itself (its failpoint fired), and the
+// violations found.
+func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self bool, errs []error) {
+	ctx, cancel := context.WithTimeout(ctx, plan.Timeout)
+	defer cancel()
+	timedOut := func() bool {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			errs = append(errs, fmt.Errorf("iteration ran out of Plan.Timeout (%v)", plan.Timeout))
+			return true
+		}
+		return false
+	}
+
+	p, err := plan.Start(ctx, it)
+	if err != nil {
+		return false, false, []error{fmt.Errorf("start: %w", err)}
+	}
+	if p == nil {
+		return false, false, []error{errors.New("start: Plan.Start returned no Process and no error")}
+	}
+	if it.Failpoint == "" {
+		timer := time.AfterFunc(it.KillAfter, func() { _ = p.signal() })
+		defer timer.Stop()
+	}
+	if plan.Drive != nil {
+		if err := plan.Drive(ctx, it, p); err != nil {
+			errs = append(errs, fmt.Errorf("drive: %w", err))
+		}
+	} else {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+		}
+	}
+	if err := p.Kill(); err != nil {
+		errs = append(errs, err)
+	}
+	werr := p.Wait()
+	if timedOut() {
+		return p.Killed(), false, errs
+	}
+	var ee *ExitError
+	switch {
+	case p.Killed():
+		crashed, self = true, p.killedBySelf()
+	case werr == nil:
+		// It finished its work before the kill: not a crash, not a fault.
+	case errors.As(werr, &ee):
+		errs = append(errs, fmt.Errorf("the process died on its own before the kill: %w", werr))
+	default:
+		errs = append(errs, werr)
+	}
+
+	if plan.Restart != nil {
+		if err := plan.Restart(ctx, it); err != nil {
+			if !timedOut() {
+				errs = append(errs, fmt.Errorf("restart: %w", err))
+			}
+			return crashed, self, errs
+		}
+	}
+	if plan.Check != nil {
+		err := plan.Check(ctx, it)
+		if timedOut() {
+			return crashed, self, errs
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok && reflect.TypeOf(err) == joinType {
+			for _, e := range j.Unwrap() {
+				errs = append(errs, fmt.Errorf("check: %w", e))
+			}
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("check: %w", err))
+		}
+	}
+	return crashed, self, errs
+}
+
+// killedBySelf reports whether the process died by a SIGKILL that Kill or
+// the context did not send: an armed failpoint's kill action.
+func (p *Process) killedBySelf() bool { return p.Killed() && !p.sentKill.Load() }
+
+// joinType is the type of errors.Join's result, whose parts Check reports
+// one by one; other errors with several causes stay whole.
+var joinType = reflect.TypeOf(errors.Join(errors.New("")))
+
+// iterationSeed derives the seed of iteration n's own schedule, so that the
+// choices a Drive makes in one iteration do not shift those of the next.
+func iterationSeed(seed int64, n int) int64 {
+	return int64(rand.New(rand.NewPCG(uint64(seed), uint64(n)+1)).Uint64())
+}
+
+type discard struct{}
+
+func (discard) Logf(string, ...any) {}
