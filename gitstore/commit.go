@@ -206,6 +206,9 @@ func (s *Store) Dirty() (bool, error) {
 // new commit with message msg and returns its hash, or "" and nil when the
 // tree equals the last commit. When Commit returns, the commit is durable.
 func (s *Store) Commit(msg string) (string, error) {
+	if err := s.writable("commit"); err != nil {
+		return "", err
+	}
 	if err := failpoint.Hit("gitstore.before-objects"); err != nil {
 		return "", fmt.Errorf("gitstore: commit in %s: %w", s.dir, err)
 	}
@@ -319,7 +322,7 @@ func (s *Store) repairIndex() error {
 	if err != nil {
 		return err
 	}
-	if err := s.writeIndex(files); err != nil {
+	if err := s.write(func() error { return s.writeIndex(files) }); err != nil {
 		return err
 	}
 	if b == nil {

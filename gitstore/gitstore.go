@@ -31,6 +31,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
@@ -42,6 +43,8 @@ var (
 	ErrNotRepo = errors.New("gitstore: not a repository")
 	// ErrBadRevision is matched by every *RevisionError.
 	ErrBadRevision = errors.New("gitstore: bad revision")
+	// ErrReadOnly: a Store opened with Options.ReadOnly was asked to write.
+	ErrReadOnly = errors.New("gitstore: opened read-only")
 )
 
 // RevisionError reports a revision that does not name a commit.
@@ -63,6 +66,12 @@ type Options struct {
 	// HoldsLock says the caller holds the home's writer lock, so no other
 	// git writer can be running: Open may remove stale *.lock files.
 	HoldsLock bool
+	// ReadOnly opens without repairing or writing anything: what Open
+	// would repair is listed in Repairs, prefixed "would be", and Commit,
+	// Restore, Rollback and Tag return an error matching ErrReadOnly. For
+	// tools that look beside a live server (mcpkeep status, doctor without
+	// --fix). Stale *.lock files are listed only with HoldsLock.
+	ReadOnly bool
 	// PackThreshold is how many loose objects Commit allows before it packs
 	// them; 0 means DefaultPackThreshold, a negative value never packs.
 	PackThreshold int
@@ -87,6 +96,8 @@ type Store struct {
 	branch      string // refs/heads/…
 	repairs     []string
 	loose       int // loose objects, counted at Open and added to by Commit
+	// overlay holds the refs a ReadOnly Open repaired in memory only.
+	overlay map[plumbing.ReferenceName]*plumbing.Reference
 }
 
 func options(o *Options) Options {
@@ -151,7 +162,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	o := options(opts)
-	s := &Store{dir: abs, gitDir: filepath.Join(abs, ".git"), opts: o, log: o.Logger}
+	s := &Store{dir: abs, gitDir: filepath.Join(abs, ".git"), opts: o, log: o.Logger,
+		overlay: map[plumbing.ReferenceName]*plumbing.Reference{}}
 	if _, err := os.Stat(filepath.Join(s.gitDir, "config")); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w (run the server once to install the home)", abs, ErrNotRepo)
@@ -191,7 +203,11 @@ func (s *Store) reopen() error {
 		s.storage.Close()
 	}
 	s.storage = newStorage(s.gitDir)
-	repo, err := git.Open(s.storage, nil)
+	var st storage.Storer = s.storage
+	if s.opts.ReadOnly {
+		st = overlay{s.storage, s.overlay}
+	}
+	repo, err := git.Open(st, nil)
 	if err != nil {
 		return fmt.Errorf("gitstore: open %s: %w", s.dir, err)
 	}
@@ -214,7 +230,28 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) repaired(format string, args ...any) {
-	s.repairs = append(s.repairs, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	if s.opts.ReadOnly {
+		msg = "would be " + msg
+	}
+	s.repairs = append(s.repairs, msg)
+}
+
+// writable returns an error matching ErrReadOnly for a read-only store; op
+// names the refused operation.
+func (s *Store) writable(op string) error {
+	if s.opts.ReadOnly {
+		return fmt.Errorf("%s in %s: %w (open it without Options.ReadOnly, holding the home lock)", op, s.dir, ErrReadOnly)
+	}
+	return nil
+}
+
+// write runs fn unless the store is read-only: Open's repairs.
+func (s *Store) write(fn func() error) error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	return fn()
 }
 
 // cleanTemps removes the temporary object and pack files go-git leaves
@@ -231,7 +268,7 @@ func (s *Store) cleanTemps() error {
 		name := d.Name()
 		if d.Type().IsRegular() && (strings.HasPrefix(name, "tmp_obj_") || strings.HasPrefix(name, "tmp_pack_") ||
 			strings.HasPrefix(name, "tmp_idx_") || atomicfile.IsTemp(name)) {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 			s.repaired("removed %s, an object write a crash interrupted", s.rel(p))
@@ -251,7 +288,7 @@ func (s *Store) cleanLocks() error {
 			return filepath.SkipDir
 		}
 		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".lock") {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 			s.repaired("removed stale %s", s.rel(p))
@@ -280,7 +317,8 @@ func (s *Store) repairHEAD() error {
 		return nil
 	}
 	s.branch = "refs/heads/" + defaultBranch
-	if err := atomicfile.WriteFile(path, []byte("ref: "+s.branch+"\n"), 0o644); err != nil {
+	s.overlay[plumbing.HEAD] = plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.ReferenceName(s.branch))
+	if err := s.write(func() error { return atomicfile.WriteFile(path, []byte("ref: "+s.branch+"\n"), 0o644) }); err != nil {
 		return err
 	}
 	s.repaired("rewrote .git/HEAD (was %q)", truncate(string(b)))
@@ -325,7 +363,7 @@ func (s *Store) repairRef() error {
 		}
 		if h, ok := s.readHash(stampPath); ok {
 			s.repaired("restored missing %s from the stamp (%s)", s.branch, h)
-			return s.writeRef(s.branch, h)
+			return s.repairRefTo(h)
 		}
 		return nil
 	}
@@ -339,7 +377,15 @@ func (s *Store) repairRef() error {
 			refPath, truncate(string(b)))
 	}
 	s.repaired("rewrote %s (was %q) from the stamp (%s)", s.branch, truncate(string(b)), h)
-	return s.writeRef(s.branch, h)
+	return s.repairRefTo(h)
+}
+
+// repairRefTo points the branch at h: on disk, or only in the overlay of a
+// read-only store.
+func (s *Store) repairRefTo(h plumbing.Hash) error {
+	name := plumbing.ReferenceName(s.branch)
+	s.overlay[name] = plumbing.NewHashReference(name, h)
+	return s.write(func() error { return s.writeRef(s.branch, h) })
 }
 
 // writeRef writes a loose ref atomically.

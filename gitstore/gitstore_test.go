@@ -1,7 +1,9 @@
 package gitstore_test
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -214,11 +216,30 @@ func TestOpenRepairs(t *testing.T) {
 			s.Close()
 
 			plant(t, filepath.Join(dir, ".git"))
+			before := dirHash(t, dir)
+			ro, err := gitstore.Open(dir, &gitstore.Options{HoldsLock: true, ReadOnly: true})
+			require.NoError(t, err)
+			require.NotEmpty(t, ro.Repairs())
+			for _, r := range ro.Repairs() {
+				assert.True(t, strings.HasPrefix(r, "would be "), "read-only repairs are only listed: %q", r)
+			}
+			head, err := ro.Head()
+			require.NoError(t, err)
+			assert.Equal(t, want, head, "a read-only store sees the repaired refs")
+			_, err = ro.Commit("refused")
+			require.ErrorIs(t, err, gitstore.ErrReadOnly)
+			require.ErrorIs(t, ro.Restore("a.yaml", "HEAD"), gitstore.ErrReadOnly)
+			_, err = ro.Rollback("HEAD", "refused")
+			require.ErrorIs(t, err, gitstore.ErrReadOnly)
+			require.ErrorIs(t, ro.Tag("refused", ""), gitstore.ErrReadOnly)
+			ro.Close()
+			assert.Equal(t, before, dirHash(t, dir), "a read-only Open changes nothing")
+
 			s, err = gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
 			require.NoError(t, err)
 			defer s.Close()
 			assert.NotEmpty(t, s.Repairs())
-			head, err := s.Head()
+			head, err = s.Head()
 			require.NoError(t, err)
 			assert.Equal(t, want, head)
 			write(t, dir, "a.yaml", "a: 3\n")
@@ -243,4 +264,25 @@ func TestLocksKeptWithoutHoldsLock(t *testing.T) {
 	s.Close()
 	_, err = os.Stat(lock)
 	assert.NoError(t, err, "without the home lock a *.lock may be a live writer's")
+}
+
+// dirHash hashes the names, kinds and bytes of everything under dir.
+func dirHash(t *testing.T, dir string) string {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %v\n", p, d.Type())
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return fmt.Sprintf("%x", h.Sum(nil))
 }

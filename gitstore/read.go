@@ -185,6 +185,9 @@ func (s *Store) readAt(rev, p string) ([]byte, filemode.FileMode, error) {
 // Restore writes path's bytes at rev into the work tree, atomically. It
 // does not commit and does not move HEAD.
 func (s *Store) Restore(p, rev string) error {
+	if err := s.writable("restore " + p); err != nil {
+		return err
+	}
 	data, mode, err := s.readAt(rev, p)
 	if err != nil {
 		return err
@@ -219,6 +222,9 @@ func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
 // new commit with message msg; history is never rewritten. It returns the
 // new hash, or "" when the tree already equals rev.
 func (s *Store) Rollback(rev, msg string) (string, error) {
+	if err := s.writable("rollback to " + rev); err != nil {
+		return "", err
+	}
 	c, err := s.resolve(rev)
 	if err != nil {
 		return "", err
@@ -264,6 +270,9 @@ func (s *Store) Rollback(rev, msg string) (string, error) {
 // Tag makes an annotated tag name on the last commit. A tag of that name
 // must not exist yet.
 func (s *Store) Tag(name, msg string) error {
+	if err := s.writable("tag " + name); err != nil {
+		return err
+	}
 	if err := plumbing.ReferenceName("refs/tags/" + name).Validate(); err != nil || name == "" || strings.ContainsAny(name, " ~^:?*[\\") {
 		return fmt.Errorf("gitstore: tag name %q is not valid", name)
 	}

@@ -1,0 +1,22 @@
+package gitstore
+
+import (
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// overlay serves the refs a read-only Open would have repaired from memory,
+// so that a read-only Store sees the repository as a repairing Open would
+// leave it, without writing.
+type overlay struct {
+	*filesystem.Storage
+	refs map[plumbing.ReferenceName]*plumbing.Reference
+}
+
+// Reference returns the repaired ref for name, or the stored one.
+func (o overlay) Reference(name plumbing.ReferenceName) (*plumbing.Reference, error) {
+	if r, ok := o.refs[name]; ok {
+		return r, nil
+	}
+	return o.Storage.Reference(name)
+}
