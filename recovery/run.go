@@ -65,8 +65,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 }
 
 func (r *runner) add(f Finding) {
-	if r.opts.DryRun && f.Action != "none" {
-		f.Action = "would " + f.Action
+	if r.opts.DryRun && f.Action != "none" && !strings.HasPrefix(f.Action, "would ") {
+		f.Action = "would be " + f.Action
 	}
 	r.log.Warn("recovery", "kind", f.Kind, "path", f.Path, "action", f.Action, "detail", f.Detail)
 	r.report.Findings = append(r.report.Findings, f)
@@ -266,7 +266,7 @@ func (r *runner) gitOptions() *gitstore.Options {
 	if r.opts.Git != nil {
 		o = *r.opts.Git
 	}
-	o.HoldsLock = !r.opts.DryRun
+	o.HoldsLock, o.ReadOnly = !r.opts.DryRun, r.opts.DryRun
 	if o.Logger == nil {
 		o.Logger = r.log
 	}
@@ -285,7 +285,7 @@ func (r *runner) config(ctx context.Context) error {
 	}
 	defer store.Close()
 	for _, msg := range store.Repairs() {
-		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: "repaired", Detail: msg})
+		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: strings.TrimPrefix(msg, "would be "), Detail: "left by a crash or another tool"})
 	}
 	files, err := configFiles(configDir)
 	if err != nil {
