@@ -100,7 +100,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(err))
 	}
-	if store, err := gitstore.Open(filepath.Join(abs, "config"), nil); err == nil {
+	if store, err := gitstore.Open(filepath.Join(abs, "config"), &gitstore.Options{ReadOnly: true}); err == nil {
 		head, herr := store.Head()
 		dirty, derr := store.Dirty()
 		store.Close()
@@ -273,7 +273,7 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	if len(pos) == 1 {
 		path = pos[0]
 	}
-	store, err := gitstore.Open(filepath.Join(abs, "config"), nil)
+	store, err := gitstore.Open(filepath.Join(abs, "config"), &gitstore.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
