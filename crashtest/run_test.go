@@ -121,7 +121,7 @@ func TestRunKeepsAcknowledgedLines(t *testing.T) {
 	plan.Failpoints = atomicfilePoints()
 	require.NotEmpty(t, plan.Failpoints)
 	plan.Iterations = 40
-	plan.MaxDelay = 30 * time.Millisecond
+	plan.MaxDelay = 50 * time.Millisecond
 	sum, err := crashtest.Run(t.Context(), t, plan)
 	require.NoError(t, err)
 
@@ -202,7 +202,6 @@ func TestRunSameSeedSameIterations(t *testing.T) {
 		sum, err := crashtest.Run(t.Context(), nil, plan)
 		require.NoError(t, err)
 		assert.Equal(t, seed, sum.Seed)
-		assert.Zero(t, sum.Crashes, "testprog ends on empty input long before a kill")
 		assert.Equal(t, []string{"atomicfile.before-write"}, sum.Unfired)
 		return got
 	}
