@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -275,11 +274,7 @@ func (s *Store) writeIndex(files []file) error {
 		if f.info != nil {
 			e.ModifiedAt = f.info.ModTime()
 			e.Size = uint32(f.info.Size())
-			if st, ok := f.info.Sys().(*syscall.Stat_t); ok {
-				e.CreatedAt = time.Unix(st.Ctim.Unix())
-				e.Dev, e.Inode = uint32(st.Dev), uint32(st.Ino)
-				e.UID, e.GID = st.Uid, st.Gid
-			}
+			fillStat(e, f.info)
 		}
 		idx.Entries = append(idx.Entries, e)
 	}

@@ -1,0 +1,8 @@
+package gitstore
+
+import (
+	"syscall"
+	"time"
+)
+
+func ctime(st *syscall.Stat_t) time.Time { return time.Unix(st.Ctim.Unix()) }
