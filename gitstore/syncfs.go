@@ -11,9 +11,16 @@ import (
 )
 
 // syncFS is a billy filesystem for go-git's storage that makes what go-git
-// writes durable: a file written through it is fsynced when closed, and a
-// directory is fsynced after a rename or a mkdir in it. go-git alone calls
-// fsync zero times, so a power cut can leave empty loose objects.
+// writes durable: a file written through it is fsynced when closed, a
+// directory is fsynced after a rename into it, and a directory it creates
+// is fsynced into its parent. go-git alone calls fsync zero times, so a
+// power cut can leave empty loose objects.
+//
+// It fsyncs no more than that: go-git writes every object and pack to a
+// temporary file and renames it into place, so the temporary file's own
+// directory entry need not be durable (a power cut may leave the temporary
+// file, which Open removes), and neither need the rename's source
+// directory.
 type syncFS struct {
 	billy.Filesystem
 }
@@ -41,25 +48,30 @@ func (s syncFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, e
 	return &syncFile{File: f, fs: s, name: name, created: flag&os.O_CREATE != 0}, nil
 }
 
+// TempFile creates a temporary file that is fsynced when closed; its
+// directory is not: it is renamed or removed.
 func (s syncFS) TempFile(dir, prefix string) (billy.File, error) {
+	if err := s.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
 	f, err := s.Filesystem.TempFile(dir, prefix)
 	if err != nil {
 		return nil, err
 	}
-	return &syncFile{File: f, fs: s, name: f.Name(), created: true}, nil
+	return &syncFile{File: f, fs: s, name: f.Name()}, nil
 }
 
+// Rename renames from to to, creating to's directory durably if need be,
+// and fsyncs to's directory.
 func (s syncFS) Rename(from, to string) error {
+	dir := path.Dir(filepath.ToSlash(to))
+	if err := s.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	if err := s.Filesystem.Rename(from, to); err != nil {
 		return err
 	}
-	if err := atomicfile.SyncDir(s.abs(path.Dir(to))); err != nil {
-		return err
-	}
-	if d := path.Dir(from); d != path.Dir(to) {
-		return atomicfile.SyncDir(s.abs(d))
-	}
-	return nil
+	return atomicfile.SyncDir(s.abs(dir))
 }
 
 func (s syncFS) MkdirAll(name string, perm os.FileMode) error {
