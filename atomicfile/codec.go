@@ -29,6 +29,7 @@ type CorruptError struct {
 	Err  error  // what the decoder said
 }
 
+// Error names the file and the line, and says how to repair it.
 func (e *CorruptError) Error() string {
 	where := e.Path
 	if e.Line > 0 {

@@ -31,6 +31,7 @@ const (
 	TooNew                    // stamped with a newer schema than this program knows
 )
 
+// String returns fresh, ready, needs-upgrade, incomplete or too-new.
 func (s State) String() string {
 	switch s {
 	case Fresh:
@@ -64,6 +65,7 @@ type MigrationError struct {
 	Err       error
 }
 
+// Error names the migration and its schemas.
 func (e *MigrationError) Error() string {
 	return fmt.Sprintf("bootstrap: migration %q (v%d→v%d) failed, config restored as it was: %v", e.Migration, e.From, e.To, e.Err)
 }

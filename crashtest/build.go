@@ -21,6 +21,7 @@ type BuildError struct {
 	Err     error  // the go command's exit error
 }
 
+// Error names the package and quotes go build's output.
 func (e *BuildError) Error() string {
 	out := strings.TrimSpace(e.Output)
 	if out == "" {
@@ -29,6 +30,7 @@ func (e *BuildError) Error() string {
 	return fmt.Sprintf("crashtest: go build %s: %v\n%s", e.Package, e.Err, out)
 }
 
+// Unwrap returns the go command's error.
 func (e *BuildError) Unwrap() error { return e.Err }
 
 var builds struct {

@@ -31,6 +31,7 @@ type ExitError struct {
 	Stderr string         // the last bytes the process wrote to standard error
 }
 
+// Error says how the process ended and quotes the end of its stderr.
 func (e *ExitError) Error() string {
 	var b strings.Builder
 	b.WriteString("crashtest: ")

@@ -91,6 +91,7 @@ type Violation struct {
 	Err       error
 }
 
+// Error names the iteration, the crash and the seed that replays it.
 func (v *Violation) Error() string {
 	crash := "failpoint " + v.Failpoint
 	if v.Failpoint == "" {
@@ -99,6 +100,7 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("crashtest: iteration %d (%s), seed %d: %v", v.Iteration, crash, v.Seed, v.Err)
 }
 
+// Unwrap returns the failed check's error.
 func (v *Violation) Unwrap() error { return v.Err }
 
 // Summary is the outcome of Run.

@@ -53,6 +53,7 @@ type RevisionError struct {
 	Err error
 }
 
+// Error names the revision and says which revisions work.
 func (e *RevisionError) Error() string {
 	return fmt.Sprintf("gitstore: revision %q does not name a commit (use a hash from the history, HEAD~N or a tag): %v", e.Rev, e.Err)
 }

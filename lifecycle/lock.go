@@ -39,6 +39,7 @@ type LockedError struct {
 	State *statefile.State // the holder's state file, if it is readable and names it
 }
 
+// Error names the home and the process holding it.
 func (e *LockedError) Error() string {
 	home := e.Home
 	if h, err := os.UserHomeDir(); err == nil && h != "/" && strings.HasPrefix(home, h+"/") {

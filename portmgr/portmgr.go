@@ -44,6 +44,7 @@ type NoPortError struct {
 	Err      error // the last bind error
 }
 
+// Error names the host and the range tried.
 func (e *NoPortError) Error() string {
 	return fmt.Sprintf("portmgr: no port could be bound on %s (tried the preferred port, %d–%d and any port): %v",
 		e.Host, e.Min, e.Max, e.Err)

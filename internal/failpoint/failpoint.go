@@ -40,6 +40,7 @@ type InjectedError struct {
 	Name string // the failpoint that fired
 }
 
+// Error names the failpoint.
 func (e *InjectedError) Error() string {
 	return "failpoint " + e.Name + ": injected I/O error"
 }
