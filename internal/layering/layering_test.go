@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"internal/failpoint": {},
 	"internal/proc":      {},
 	"internal/layering":  {},
+	"internal/doccheck":  {},
 	"atomicfile":         {"internal/failpoint"},
 	"statefile":          {"atomicfile", "internal/proc", "internal/failpoint"},
 	"portmgr":            {"internal/failpoint"},
