@@ -51,12 +51,26 @@ func atomicfilePoints() []string {
 }
 
 // TestKillAtEveryFailpoint: a writer SIGKILLed at any point leaves the
-// old or the new bytes, never a mix; CleanTemps then removes its orphan.
+// old or the new bytes, never a mix; CleanTemps then removes its orphan,
+// which must be in the target's directory (not in /tmp, out of its reach).
 func TestKillAtEveryFailpoint(t *testing.T) {
+	// What a kill at each point leaves: the bytes, and whether a temporary
+	// file is orphaned.
+	want := map[string]struct {
+		bytes  []byte
+		orphan bool
+	}{
+		"atomicfile.before-write":     {oldBytes, false}, // no temp file yet
+		"atomicfile.before-fsync":     {oldBytes, true},
+		"atomicfile.before-rename":    {oldBytes, true},
+		"atomicfile.before-dir-fsync": {newBytes, false}, // renamed already
+	}
 	points := atomicfilePoints()
-	require.Len(t, points, 4)
+	require.Len(t, points, len(want))
 	for _, p := range points {
 		t.Run(p, func(t *testing.T) {
+			w, ok := want[p]
+			require.True(t, ok, "no expectation for failpoint %s", p)
 			dir := t.TempDir()
 			path := filepath.Join(dir, "config.yaml")
 			require.NoError(t, os.WriteFile(path, oldBytes, 0o600))
@@ -74,10 +88,15 @@ func TestKillAtEveryFailpoint(t *testing.T) {
 
 			got, err := os.ReadFile(path)
 			require.NoError(t, err)
-			assert.True(t, bytes.Equal(got, oldBytes) || bytes.Equal(got, newBytes), "torn file after a kill at %s: %d bytes", p, len(got))
+			assert.True(t, bytes.Equal(w.bytes, got), "after a kill at %s: %d bytes, want the %d bytes of the old or new version", p, len(got), len(w.bytes))
 
 			removed, err := atomicfile.CleanTemps(dir)
 			require.NoError(t, err)
+			if w.orphan {
+				assert.Len(t, removed, 1, "the killed write's temporary file, in the target's directory")
+			} else {
+				assert.Empty(t, removed)
+			}
 			entries, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			var names []string
