@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +111,11 @@ func TestFreshInstall(t *testing.T) {
 	assert.Equal(t, bootstrap.Ready, res.Before.State)
 	assert.Equal(t, 2, res.After.Boots, "every start counts a boot")
 	assert.Equal(t, "1", commitCount(t, home), "a restart does not commit")
+	stamped, err := bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, stamped.Boots, "the boot is in the stamp")
+	assert.Equal(t, res.After.LastBootAt, stamped.LastBootAt, "and so is its time")
+	assert.False(t, stamped.LastBootAt.Before(stamped.InstalledAt))
 }
 
 func commitCount(t *testing.T, home string) string {
@@ -256,57 +263,97 @@ func TestHelperEnsure(t *testing.T) {
 	os.Exit(0)
 }
 
+// killPaths says on which paths of Ensure each failpoint is hit: a first
+// install, an upgrade, or both. The gitstore points are those of the one
+// commit each path makes.
+var killPaths = map[string][]string{
+	"bootstrap.after-dirs":           {"install"},
+	"bootstrap.after-defaults":       {"install"},
+	"bootstrap.after-git-init":       {"install"},
+	"bootstrap.after-initial-commit": {"install"},
+	"bootstrap.before-migration":     {"upgrade"},
+	"bootstrap.after-migration":      {"upgrade"},
+	"bootstrap.before-stamp":         {"install", "upgrade"},
+	"gitstore.before-objects":        {"install", "upgrade"},
+	"gitstore.before-ref":            {"install", "upgrade"},
+	"gitstore.before-stamp":          {"install", "upgrade"},
+	"gitstore.before-index":          {"install", "upgrade"},
+}
+
 // TestKillAtEveryBootstrapPoint: a first start killed anywhere leaves a
-// home the next Ensure completes, with one initial commit and the user's
-// files untouched; an upgrade killed anywhere is undone or finished.
+// home the next Ensure completes, with exactly one initial commit and the
+// user's files untouched; an upgrade killed anywhere is undone and done
+// again, with exactly one migrate commit.
 func TestKillAtEveryBootstrapPoint(t *testing.T) {
 	for _, p := range failpoint.Names {
-		if !strings.HasPrefix(p, "bootstrap.") {
-			continue
+		if strings.HasPrefix(p, "bootstrap.") {
+			assert.Contains(t, killPaths, p, "say in killPaths on which paths %s is hit", p)
 		}
-		t.Run(p, func(t *testing.T) {
-			upgrade := strings.Contains(p, "migration")
-			var home string
-			if upgrade {
-				home = copyFixture(t, "needs-upgrade", true)
-			} else {
-				home = filepath.Join(t.TempDir(), "home")
-				require.NoError(t, os.MkdirAll(filepath.Join(home, "config", "personas"), 0o700))
-				require.NoError(t, os.WriteFile(filepath.Join(home, "config", "personas", "default.yaml"), []byte("name: mine\n"), 0o600))
-			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnsure$")
-			cmd.Env = append(os.Environ(), homeEnv+"="+home, failpoint.EnvVar+"="+p+"=kill")
-			if upgrade {
-				cmd.Env = append(cmd.Env, "BOOTSTRAP_UPGRADE=1")
-			}
-			err := cmd.Run()
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee, "the child must be killed at %s", p)
-			ws := ee.Sys().(syscall.WaitStatus)
-			require.True(t, ws.Signaled(), "killed by a signal at %s", p)
-
-			s := spec(home)
-			if upgrade {
-				s = upgradeSpec(home, func(context.Context, string) error { return nil })
-			}
-			res, err := bootstrap.Ensure(t.Context(), s)
-			require.NoError(t, err)
-			assert.Equal(t, bootstrap.Ready, res.After.State)
-			if upgrade {
-				assert.Equal(t, 3, res.After.Schema)
-				b, err := os.ReadFile(filepath.Join(home, "config", "prefs.yaml"))
-				require.NoError(t, err)
-				assert.Equal(t, "voice: neutral\n", string(b), "migrated exactly once")
-				return
-			}
-			assert.Equal(t, "1", commitCount(t, home), "exactly one initial commit")
-			b, err := os.ReadFile(filepath.Join(home, "config", "personas", "default.yaml"))
-			require.NoError(t, err)
-			assert.Equal(t, "name: mine\n", string(b), "the user's file is untouched")
-			_, err = os.Stat(filepath.Join(home, "config", "base.yaml"))
-			assert.NoError(t, err, "defaults were written")
-		})
 	}
+	for _, p := range slices.Sorted(maps.Keys(killPaths)) {
+		require.Contains(t, failpoint.Names, p)
+		for _, path := range killPaths[p] {
+			t.Run(path+"/"+p, func(t *testing.T) {
+				killEnsure(t, path, p)
+			})
+		}
+	}
+}
+
+func killEnsure(t *testing.T, path, point string) {
+	upgrade := path == "upgrade"
+	var home string
+	mine := filepath.Join("personas", "default.yaml") // also a default file
+	if upgrade {
+		home = copyFixture(t, "needs-upgrade", true)
+		mine = "notes.txt" // not committed yet
+	} else {
+		home = filepath.Join(t.TempDir(), "home")
+	}
+	userFile := filepath.Join(home, "config", mine)
+	require.NoError(t, os.MkdirAll(filepath.Dir(userFile), 0o700))
+	require.NoError(t, os.WriteFile(userFile, []byte("name: mine\n"), 0o600))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnsure$")
+	cmd.Env = append(os.Environ(), homeEnv+"="+home, failpoint.EnvVar+"="+point+"=kill")
+	if upgrade {
+		cmd.Env = append(cmd.Env, "BOOTSTRAP_UPGRADE=1")
+	}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "the child must be killed at %s: %s", point, out)
+	ws := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "killed by SIGKILL at %s: %v %s", point, err, out)
+
+	s := spec(home)
+	if upgrade {
+		s = upgradeSpec(home, func(context.Context, string) error { return nil })
+	}
+	res, err := bootstrap.Ensure(t.Context(), s)
+	require.NoError(t, err)
+	assert.Equal(t, bootstrap.Ready, res.After.State)
+	b, err := os.ReadFile(userFile)
+	require.NoError(t, err)
+	assert.Equal(t, "name: mine\n", string(b), "the user's file is untouched")
+	if upgrade {
+		assert.Equal(t, 3, res.After.Schema)
+		b, err := os.ReadFile(filepath.Join(home, "config", "prefs.yaml"))
+		require.NoError(t, err)
+		assert.Equal(t, "voice: neutral\n", string(b))
+		assert.Equal(t, []string{"migrate v1→v3", "install: schema 1"}, commitMessages(t, home),
+			"exactly one migrate commit on the history as it was")
+		return
+	}
+	assert.Equal(t, []string{"install: schema 1"}, commitMessages(t, home), "exactly one initial commit")
+	_, err = os.Stat(filepath.Join(home, "config", "base.yaml"))
+	assert.NoError(t, err, "defaults were written")
+}
+
+// commitMessages returns the subjects of config/'s history, newest first.
+func commitMessages(t *testing.T, home string) []string {
+	out, err := exec.Command("git", "-C", filepath.Join(home, "config"), "log", "--format=%s").CombinedOutput()
+	require.NoError(t, err, string(out))
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
 func TestSpecErrors(t *testing.T) {
