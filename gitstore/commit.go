@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
@@ -325,41 +324,5 @@ func (s *Store) repairIndex() error {
 	} else {
 		s.repaired("rebuilt the unreadable .git/index (%d bytes) from HEAD", len(b))
 	}
-	return nil
-}
-
-// countLoose counts loose objects.
-func (s *Store) countLoose() int {
-	n := 0
-	dirs, _ := os.ReadDir(filepath.Join(s.gitDir, "objects"))
-	for _, d := range dirs {
-		if len(d.Name()) != 2 || !d.IsDir() {
-			continue
-		}
-		entries, _ := os.ReadDir(filepath.Join(s.gitDir, "objects", d.Name()))
-		n += len(entries)
-	}
-	return n
-}
-
-// maybePack packs loose objects once there are more than PackThreshold.
-// go-git writes the pack through the syncing filesystem (fsynced before it
-// is renamed into place) and only then deletes the loose objects.
-func (s *Store) maybePack() error {
-	if s.opts.PackThreshold < 0 || s.loose <= s.opts.PackThreshold {
-		return nil
-	}
-	if err := failpoint.Hit("gitstore.before-pack"); err != nil {
-		return err
-	}
-	if err := s.repo.RepackObjects(&git.RepackConfig{}); err != nil {
-		return err
-	}
-	// The storage caches the list of packs; start afresh.
-	if err := s.reopen(); err != nil {
-		return err
-	}
-	s.loose = s.countLoose()
-	s.log.Info("gitstore: packed loose objects", "repo", s.dir, "loose_left", s.loose)
 	return nil
 }
