@@ -97,9 +97,15 @@ func TestRestoreAndRollbackRoundTrip(t *testing.T) {
 	v1 := "name: a\nbytes: \"\\x00é\"\n"
 	write(t, dir, "p/a.yaml", v1)
 	write(t, dir, "keep.yaml", "k: 1\n")
+	bin := make([]byte, 0, 512) // every byte value, NUL and CR included
+	for i := range 512 {
+		bin = append(bin, byte(i*7))
+	}
+	write(t, dir, "p/blob.bin", string(bin))
 	first, err := s.Commit("one")
 	require.NoError(t, err)
 	write(t, dir, "p/a.yaml", "name: b\n")
+	write(t, dir, "p/blob.bin", "\r\n")
 	write(t, dir, "new.yaml", "n: 1\n")
 	require.NoError(t, os.Remove(filepath.Join(dir, "keep.yaml")))
 	second, err := s.Commit("two")
@@ -109,13 +115,18 @@ func TestRestoreAndRollbackRoundTrip(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "p", "a.yaml"))
 	require.NoError(t, err)
 	assert.Equal(t, v1, string(b))
+	require.NoError(t, s.Restore("p/blob.bin", first))
+	b, err = os.ReadFile(filepath.Join(dir, "p", "blob.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, bin, b)
+	write(t, dir, "p/blob.bin", "\r\n") // back to the second version, for Rollback
 	head, _ := s.Head()
 	assert.Equal(t, second, head, "Restore does not move HEAD")
 
 	rb, err := s.Rollback(first[:8], "rollback to one")
 	require.NoError(t, err)
 	assert.NotEmpty(t, rb)
-	for rel, want := range map[string]string{"p/a.yaml": v1, "keep.yaml": "k: 1\n"} {
+	for rel, want := range map[string]string{"p/a.yaml": v1, "keep.yaml": "k: 1\n", "p/blob.bin": string(bin)} {
 		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
 		require.NoError(t, err)
 		assert.Equal(t, want, string(b), rel)
