@@ -22,7 +22,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/helios"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -34,8 +34,6 @@ const (
 	exitUsage = 2
 	exitInUse = 3
 )
-
-func version() string { return bootstrap.ToolkitVersion() }
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -64,7 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if *showVersion {
 		// --version is the one thing printed to stdout: no transport runs.
-		fmt.Fprintln(stdout, "helios", version())
+		fmt.Fprintln(stdout, "helios", helios.Version())
 		return exitOK
 	}
 	if *home == "" {
@@ -76,19 +74,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client (see README), or press Ctrl-D to stop")
 	}
 	h, err := lifecycle.New(lifecycle.Options{
-		Name:    "helios",
-		Version: version(),
-		Home:    *home,
-		Spec: bootstrap.Spec{
-			Schema:   schema,
-			Defaults: defaults,
-			Validate: validateDir,
-		},
-		NewServer:  newServer,
+		Name:       "helios",
+		Version:    helios.Version(),
+		Home:       *home,
+		Spec:       helios.Spec(),
+		NewServer:  helios.NewServer,
 		HTTP:       *httpAddr,
 		Registry:   *registry,
 		NoRegistry: *registry == "",
-		Validate:   validate,
+		Validate:   helios.Validate,
 		Logger:     log,
 		Stdin:      stdin,
 		Stdout:     stdout,

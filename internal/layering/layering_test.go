@@ -30,6 +30,8 @@ var allowed = map[string][]string{
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
 		"internal/mcpserve", "internal/proc", "internal/failpoint"},
 	"crashtest": {"internal/failpoint"},
+	// helios's tools, shared by cmd/helios and the bare benchmark server.
+	"internal/helios": {"atomicfile", "bootstrap", "lifecycle", "statefile"},
 }
 
 // thirdParty lists which module packages may import a given third-party
@@ -40,7 +42,7 @@ var thirdParty = map[string][]string{
 	"gopkg.in/yaml.v3":                        {"atomicfile", "bootstrap", "recovery", "lifecycle"},
 	"github.com/nightlyone/lockfile":          {"lifecycle"},
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
-	"github.com/modelcontextprotocol/go-sdk/": {"internal/mcpserve", "lifecycle"},
+	"github.com/modelcontextprotocol/go-sdk/": {"internal/mcpserve", "lifecycle", "internal/helios"},
 }
 
 func TestImportsPointDown(t *testing.T) {

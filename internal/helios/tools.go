@@ -1,4 +1,4 @@
-package main
+package helios
 
 import (
 	"context"
@@ -69,10 +69,11 @@ type (
 	}
 )
 
-// newServer builds helios's MCP server on env.
-func newServer(env *lifecycle.Env) (*mcp.Server, error) {
+// NewServer builds helios's MCP server on env: the tools read and write the
+// files under env.ConfigDir, every change through env.Update.
+func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
 	t := &tools{env: env, cfg: config{env.ConfigDir}}
-	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: version()}, &mcp.ServerOptions{
+	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: Version()}, &mcp.ServerOptions{
 		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
 		Logger:       env.Logger,
 	})
@@ -210,7 +211,7 @@ func (t *tools) validateTree() error {
 		if err != nil {
 			return err
 		}
-		if err := validate(rel, data); err != nil {
+		if err := Validate(rel, data); err != nil {
 			return fmt.Errorf("not committed: %w", err)
 		}
 	}

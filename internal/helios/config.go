@@ -1,4 +1,4 @@
-package main
+package helios
 
 import (
 	"embed"
@@ -14,15 +14,15 @@ import (
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 )
 
-// schema is the version of helios's config layout. Bump it and add a
-// bootstrap.Migration when the layout changes.
-const schema = 1
+// Schema is the version of helios's config layout. Bump it and add a
+// bootstrap.Migration to Spec when the layout changes.
+const Schema = 1
 
 //go:embed defaults
 var embedded embed.FS
 
-// defaults is the tree of default config files, rooted like config/.
-var defaults = must(fs.Sub(embedded, "defaults"))
+// Defaults is the tree of default config files, rooted like config/.
+var Defaults = must(fs.Sub(embedded, "defaults"))
 
 func must[T any](v T, err error) T {
 	if err != nil {
@@ -107,9 +107,10 @@ func (c config) personas() ([]string, error) {
 	return names, nil
 }
 
-// validate checks one config file's bytes: it is the recovery hook, so a
-// file that parses as YAML but is not a helios file is caught too.
-func validate(rel string, data []byte) error {
+// Validate checks one config file's bytes, rel being its path relative to
+// config/: it is the recovery hook, so a file that parses as YAML but is not
+// a helios file is caught too.
+func Validate(rel string, data []byte) error {
 	rel = filepath.ToSlash(rel)
 	switch {
 	case rel == baseFile:
@@ -130,8 +131,8 @@ func validate(rel string, data []byte) error {
 	return nil
 }
 
-// validateDir checks a whole config directory, after migrations.
-func validateDir(dir string) error {
+// ValidateDir checks a whole config directory, after migrations.
+func ValidateDir(dir string) error {
 	c := config{dir}
 	b, err := c.base()
 	if err != nil {
