@@ -1,0 +1,404 @@
+package lifecycle_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// hangAfter is how long a test waits for Run to get ready or return before
+// it fails it as hung; a failure detector, not a speed goal.
+const hangAfter = 30 * time.Second
+
+func newServer(env *lifecycle.Env) (*mcp.Server, error) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "state", Description: "the harness state"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, statefile.State, error) {
+			return nil, env.State(), nil
+		})
+	return s, nil
+}
+
+// options returns Options for a stdio server on a fresh home with a
+// registry in the test's temporary directory.
+func options(t *testing.T) lifecycle.Options {
+	return lifecycle.Options{
+		Name:      "notes",
+		Version:   "v0",
+		Home:      filepath.Join(t.TempDir(), "home"),
+		Spec:      bootstrap.Spec{Schema: 1, Defaults: fstest.MapFS{"notes.yaml": {Data: []byte("notes: []\n")}}},
+		NewServer: newServer,
+		Registry:  filepath.Join(t.TempDir(), "servers.json"),
+		NoSignals: true,
+	}
+}
+
+// logs records log records for assertions.
+type logs struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.records = append(l.records, r.Clone())
+	return nil
+}
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logs) WithGroup(string) slog.Handler      { return l }
+
+// find returns the records at level with message msg.
+func (l *logs) find(level slog.Level, msg string) []slog.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []slog.Record
+	for _, r := range l.records {
+		if r.Level == level && r.Message == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func attr(r slog.Record, key string) string {
+	var v string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v = a.Value.String()
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+// running is a Harness running in the test, with a client connected over
+// stdio when stdio is on.
+type running struct {
+	opts   lifecycle.Options
+	cancel context.CancelFunc
+	done   chan error
+	stdin  io.WriteCloser // nil without stdio
+	client *mcp.ClientSession
+}
+
+// run starts a Harness for opts and waits for its state file to be ready.
+func run(t *testing.T, opts lifecycle.Options) *running {
+	t.Helper()
+	r := &running{opts: opts, done: make(chan error, 1)}
+	var stdoutR io.Reader
+	if !opts.NoStdio {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		r.opts.Stdin, r.opts.Stdout, r.stdin, stdoutR = inR, outW, inW, outR
+		t.Cleanup(func() { inW.Close(); outR.Close() })
+	}
+	h, err := lifecycle.New(r.opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	r.cancel = cancel
+	go func() { r.done <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		r.wait(t)
+	})
+	if stdoutR != nil {
+		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+		r.client, err = client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdoutR), Writer: r.stdin}, nil)
+		require.NoError(t, err)
+	}
+	r.poll(t, "a ready state file", func() bool {
+		s, err := statefile.Read(r.statePath())
+		return err == nil && s.Status == statefile.StatusReady
+	})
+	return r
+}
+
+func (r *running) statePath() string { return filepath.Join(r.opts.Home, statefile.FileName) }
+
+func (r *running) state(t *testing.T) *statefile.State {
+	t.Helper()
+	s, err := statefile.Read(r.statePath())
+	require.NoError(t, err)
+	return s
+}
+
+// poll calls cond until it holds, failing the test if Run returns first or
+// after hangAfter.
+func (r *running) poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hangAfter)
+	for !cond() {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("Run returned (%v) before %s", err, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %v", what, hangAfter)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// wait waits for Run to return and returns its error.
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // for later calls
+		return err
+	case <-time.After(hangAfter):
+		t.Fatalf("Run did not return within %v", hangAfter)
+		return nil
+	}
+}
+
+// stop closes stdin, or cancels Run's context without stdio, and returns
+// Run's error.
+func (r *running) stop(t *testing.T) error {
+	t.Helper()
+	if r.stdin != nil {
+		r.stdin.Close()
+	} else {
+		r.cancel()
+	}
+	return r.wait(t)
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	ok := func(*lifecycle.Options) {}
+	tests := []struct {
+		name   string
+		change func(*lifecycle.Options)
+		valid  bool
+	}{
+		{"defaults", ok, true},
+		{"no name", func(o *lifecycle.Options) { o.Name = "" }, false},
+		{"no home", func(o *lifecycle.Options) { o.Home = "" }, false},
+		{"no NewServer", func(o *lifecycle.Options) { o.NewServer = nil }, false},
+		{"no transport", func(o *lifecycle.Options) { o.NoStdio = true }, false},
+		{"HTTP only", func(o *lifecycle.Options) { o.NoStdio, o.HTTP = true, "127.0.0.1:0" }, true},
+		{"HTTP without a port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1" }, false},
+		{"NoToken on 127.0.0.1", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "127.0.0.1:0", true }, true},
+		{"NoToken on localhost", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "localhost:0", true }, true},
+		{"NoToken on ::1", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "[::1]:0", true }, true},
+		{"NoToken on 0.0.0.0", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "0.0.0.0:0", true }, false},
+		{"NoToken on ::", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "[::]:0", true }, false},
+		{"NoToken on a LAN address", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "192.168.1.10:8080", true }, false},
+		{"NoToken on a host name", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "example.com:80", true }, false},
+		{"token on a LAN address", func(o *lifecycle.Options) { o.HTTP = "192.168.1.10:8080" }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := options(t)
+			tt.change(&opts)
+			h, err := lifecycle.New(opts)
+			if tt.valid {
+				require.NoError(t, err)
+				assert.NotNil(t, h)
+			} else {
+				require.Error(t, err)
+				assert.Nil(t, h)
+			}
+		})
+	}
+}
+
+// TestRunStdio: a stdio-only server serves, is registered although it has no
+// HTTP, and cleans up after itself at stdin EOF.
+func TestRunStdio(t *testing.T) {
+	r := run(t, options(t))
+	st := r.state(t)
+	assert.True(t, st.Ours(), "the state file names this process")
+	assert.True(t, st.Stdio)
+	assert.Nil(t, st.HTTP)
+	assert.Empty(t, st.Token, "no HTTP, no token")
+
+	entries, err := statefile.NewRegistry(r.opts.Registry).List()
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "a stdio-only server is registered")
+	assert.Equal(t, r.opts.Home, entries[0].ID)
+	assert.True(t, entries[0].State.Stdio)
+
+	res, err := r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "state"})
+	require.NoError(t, err)
+	assert.False(t, res.IsError)
+
+	require.NoError(t, r.stop(t))
+	assert.NoFileExists(t, r.statePath())
+	entries, err = statefile.NewRegistry(r.opts.Registry).List()
+	require.NoError(t, err)
+	assert.Empty(t, entries, "unregistered")
+	l, err := lifecycle.TryLock(r.opts.Home)
+	require.NoError(t, err, "unlocked")
+	l.Unlock()
+}
+
+func TestRunLocked(t *testing.T) {
+	r := run(t, options(t))
+	h, err := lifecycle.New(r.opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	var le *lifecycle.LockedError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, os.Getpid(), le.PID)
+	assert.True(t, r.state(t).Ours(), "the holder's state file is untouched")
+}
+
+// TestRunCommitsAtShutdown: a config file edited by hand while the server
+// runs is committed when it stops.
+func TestRunCommitsAtShutdown(t *testing.T) {
+	r := run(t, options(t))
+	require.NoError(t, atomicfile.WriteFile(filepath.Join(r.opts.Home, "config", "notes.yaml"), []byte("notes: [edited]\n"), 0o600))
+	require.NoError(t, r.stop(t))
+
+	store, err := gitstore.Open(filepath.Join(r.opts.Home, "config"), &gitstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer store.Close()
+	dirty, err := store.Dirty()
+	require.NoError(t, err)
+	assert.False(t, dirty)
+	history, err := store.History("notes.yaml", 1)
+	require.NoError(t, err)
+	require.Len(t, history, 1)
+	assert.Contains(t, history[0].Message, "shutdown")
+	data, err := store.ReadAt("HEAD", "notes.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "notes: [edited]\n", string(data))
+}
+
+// TestRunHealthChecks: checks run, their result is in the state file and in
+// what Env.State gives tools, and a deleted state file or PID file is
+// written again.
+func TestRunHealthChecks(t *testing.T) {
+	opts := options(t)
+	opts.HealthInterval = 10 * time.Millisecond
+	var log logs
+	opts.Logger = slog.New(&log)
+	r := run(t, opts)
+	r.poll(t, "a health result in the state file", func() bool {
+		s, err := statefile.Read(r.statePath())
+		return err == nil && s.Health != nil
+	})
+	st := r.state(t)
+	assert.True(t, st.Health.OK, "%v", st.Health.Problems)
+	assert.False(t, st.Health.CheckedAt.IsZero())
+
+	res, err := r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "state"})
+	require.NoError(t, err)
+	seen := res.StructuredContent.(map[string]any)
+	assert.Contains(t, seen, "health", "tools see the health result")
+	assert.NotContains(t, seen, "token")
+
+	for _, name := range []string{statefile.FileName, lifecycle.LockFile} {
+		path := filepath.Join(opts.Home, name)
+		require.NoError(t, os.Remove(path))
+		r.poll(t, name+" written again", func() bool {
+			_, err := os.Stat(path)
+			return err == nil
+		})
+		r.poll(t, "a failed check naming "+name, func() bool {
+			for _, rec := range log.find(slog.LevelError, "health check failed") {
+				if strings.Contains(attr(rec, "problems"), path) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	st = r.state(t)
+	assert.True(t, st.Ours())
+	assert.Equal(t, statefile.StatusReady, st.Status)
+	require.NoError(t, r.stop(t))
+}
+
+func httpOptions(t *testing.T) lifecycle.Options {
+	opts := options(t)
+	opts.NoStdio, opts.HTTP = true, "127.0.0.1:0"
+	opts.ShutdownTimeout = time.Second
+	return opts
+}
+
+func get(t *testing.T, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url,
+		strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestRunHTTP(t *testing.T) {
+	t.Run("token", func(t *testing.T) {
+		r := run(t, httpOptions(t))
+		st := r.state(t)
+		require.NotNil(t, st.HTTP)
+		assert.NotEmpty(t, st.Token)
+		assert.False(t, st.Stdio)
+		assert.Equal(t, http.StatusUnauthorized, get(t, st.HTTP.URL, ""))
+		assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
+		require.NoError(t, r.stop(t))
+		assert.NoFileExists(t, r.statePath())
+	})
+	t.Run("NoToken on loopback", func(t *testing.T) {
+		opts := httpOptions(t)
+		opts.NoToken = true
+		r := run(t, opts)
+		st := r.state(t)
+		require.NotNil(t, st.HTTP)
+		assert.Empty(t, st.Token)
+		assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, ""))
+		require.NoError(t, r.stop(t))
+	})
+}
+
+// unbindable is an address no test machine has: TEST-NET-1 (RFC 5737).
+const unbindable = "192.0.2.1:0"
+
+// TestRunHTTPBindFailureKeepsStdio: HTTP cannot bind at all; the server
+// runs on stdio only and says so.
+func TestRunHTTPBindFailureKeepsStdio(t *testing.T) {
+	opts := options(t)
+	opts.HTTP = unbindable
+	var log logs
+	opts.Logger = slog.New(&log)
+	r := run(t, opts)
+	st := r.state(t)
+	assert.Nil(t, st.HTTP)
+	assert.Empty(t, st.Token)
+	assert.True(t, st.Stdio)
+	assert.NotEmpty(t, log.find(slog.LevelError, "HTTP transport off: could not bind; serving stdio only"))
+	res, err := r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "state"})
+	require.NoError(t, err)
+	assert.False(t, res.IsError)
+	require.NoError(t, r.stop(t))
+}
