@@ -21,6 +21,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/portmgr"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -401,4 +402,17 @@ func TestRunHTTPBindFailureKeepsStdio(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.IsError)
 	require.NoError(t, r.stop(t))
+}
+
+// TestRunHTTPOnlyBindFailure: with stdio off, a bind failure is Run's
+// error, and it leaves no state file or registry entry behind.
+func TestRunHTTPOnlyBindFailure(t *testing.T) {
+	opts := httpOptions(t)
+	opts.HTTP = unbindable
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	require.ErrorIs(t, err, portmgr.ErrNoPort)
+	assert.NoFileExists(t, filepath.Join(opts.Home, statefile.FileName))
+	assert.NoFileExists(t, opts.Registry)
 }

@@ -77,7 +77,13 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	}
 	defer store.Close()
 
-	ln := h.listen(ctx, prev)
+	ln, err := h.listen(ctx, prev)
+	if err != nil {
+		if o.NoStdio {
+			return err // no transport left to serve
+		}
+		log.Error("HTTP transport off: could not bind; serving stdio only", "addr", o.HTTP, "err", err)
+	}
 	token := ""
 	if ln != nil && !o.NoToken {
 		token = newToken()
@@ -174,13 +180,13 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 }
 
 // listen binds the HTTP listener, preferring the port in the address, then
-// the last run's port, then a stable port for the home. A failure to bind is
-// logged and leaves the server on stdio only; it is fatal only when stdio
-// is off.
-func (h *Harness) listen(ctx context.Context, prev *statefile.State) net.Listener {
+// the last run's port, then a stable port for the home. It returns a nil
+// listener when HTTP is off. A failure to bind is Run's error only when
+// stdio is off; otherwise the server runs on stdio alone.
+func (h *Harness) listen(ctx context.Context, prev *statefile.State) (net.Listener, error) {
 	o := &h.opts
 	if o.HTTP == "" {
-		return nil
+		return nil, nil
 	}
 	host, portStr, _ := net.SplitHostPort(o.HTTP)
 	preferred, _ := strconv.Atoi(portStr)
@@ -194,10 +200,9 @@ func (h *Harness) listen(ctx context.Context, prev *statefile.State) net.Listene
 		AllowNonLoopback: true, // New accepted the address as given
 	})
 	if err != nil {
-		h.log.Error("HTTP transport off: could not bind; serving stdio only", "addr", o.HTTP, "err", err)
-		return nil
+		return nil, fmt.Errorf("lifecycle: HTTP address %s cannot be served: %w", o.HTTP, err)
 	}
-	return ln
+	return ln, nil
 }
 
 func (h *Harness) registry() *statefile.Registry {
