@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -380,6 +382,29 @@ func TestRunHTTP(t *testing.T) {
 		assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, ""))
 		require.NoError(t, r.stop(t))
 	})
+}
+
+// TestRunHTTPPortTaken: the port asked for is taken; the server comes up on
+// another one and says so.
+func TestRunHTTPPortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+	opts := httpOptions(t)
+	opts.HTTP = taken.Addr().String()
+	var log logs
+	opts.Logger = slog.New(&log)
+	r := run(t, opts)
+	st := r.state(t)
+	require.NotNil(t, st.HTTP)
+	assert.NotEqual(t, port, st.HTTP.Port)
+	assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
+	warned := slices.ContainsFunc(log.find(slog.LevelWarn, "HTTP: the port asked for is taken; serving on another"), func(r slog.Record) bool {
+		return attr(r, "url") == st.HTTP.URL
+	})
+	assert.True(t, warned, "the fallback is logged with the URL")
+	require.NoError(t, r.stop(t))
 }
 
 // unbindable is an address no test machine has: TEST-NET-1 (RFC 5737).

@@ -189,7 +189,8 @@ func (h *Harness) listen(ctx context.Context, prev *statefile.State) (net.Listen
 		return nil, nil
 	}
 	host, portStr, _ := net.SplitHostPort(o.HTTP)
-	preferred, _ := strconv.Atoi(portStr)
+	asked, _ := strconv.Atoi(portStr) // New checked it
+	preferred := asked
 	if preferred == 0 && prev != nil && prev.HTTP != nil {
 		preferred = prev.HTTP.Port
 	}
@@ -201,6 +202,9 @@ func (h *Harness) listen(ctx context.Context, prev *statefile.State) (net.Listen
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lifecycle: HTTP address %s cannot be served: %w", o.HTTP, err)
+	}
+	if port := ln.Addr().(*net.TCPAddr).Port; asked != 0 && port != asked {
+		h.log.Warn("HTTP: the port asked for is taken; serving on another", "asked", o.HTTP, "url", statefile.URL(host, port))
 	}
 	return ln, nil
 }
