@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -86,9 +87,12 @@ func New(opts Options) (*Harness, error) {
 		return nil, errors.New("lifecycle: no transport: stdio is off and HTTP is empty")
 	}
 	if opts.HTTP != "" {
-		host, _, err := net.SplitHostPort(opts.HTTP)
+		host, port, err := net.SplitHostPort(opts.HTTP)
 		if err != nil {
 			return nil, fmt.Errorf("lifecycle: HTTP address %q: %w (want host:port, e.g. 127.0.0.1:0)", opts.HTTP, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return nil, fmt.Errorf("lifecycle: HTTP address %q: port %q is not a number from 0 to 65535 (0 picks a free one)", opts.HTTP, port)
 		}
 		if opts.NoToken && !portmgr.IsLoopback(host) {
 			return nil, fmt.Errorf("lifecycle: HTTP address %q is not loopback: the bearer token cannot be switched off", opts.HTTP)
