@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/helios"
+)
+
+var toolNames = []string{"commit_changes", "get_config", "get_persona", "history", "list_personas",
+	"rollback", "server_info", "set_active_persona", "update_preference"}
+
+// useTools lists the tools, updates a preference and reads it back.
+func useTools(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	list, err := cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	assert.Equal(t, toolNames, names)
+
+	changed := call[struct{ Commit string }](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
+	assert.NotEmpty(t, changed.Commit)
+	p := call[helios.Persona](t, cs, "get_persona", nil)
+	assert.Equal(t, "default", p.Name)
+	assert.Equal(t, "warm", p.Preferences["tone"])
+}
+
+// TestStdioClient drives helios as an MCP client launches it: the go-sdk
+// CommandTransport spawns it, and closing the session closes its stdin.
+func TestStdioClient(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(heliosBin, "--home", home, "--registry", filepath.Join(t.TempDir(), "servers.json"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+	})
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	useTools(t, cs)
+	require.NoError(t, cs.Close(), "helios did not exit cleanly at stdin EOF; stderr:\n%s", &stderr)
+
+	var p helios.Persona
+	require.NoError(t, atomicfile.ReadYAMLStrict(filepath.Join(home, "config", "personas", "default.yaml"), &p))
+	assert.Equal(t, "warm", p.Preferences["tone"], "the value is on disk after exit")
+	assert.True(t, stateGone(t, home), "the state file is removed at exit")
+}
+
+// lenient is a writer that never fails: a tee to a reader that may stop
+// reading.
+type lenient struct{ io.Writer }
+
+func (w lenient) Write(p []byte) (int, error) {
+	w.Writer.Write(p)
+	return len(p), nil
+}
+
+// TestStdoutIsOnlyJSONRPC runs a session, tool errors and shutdown included,
+// and checks every line helios wrote to stdout is a JSON-RPC message: logs
+// and notices go to stderr.
+func TestStdoutIsOnlyJSONRPC(t *testing.T) {
+	s := start(t, filepath.Join(t.TempDir(), "home"), filepath.Join(t.TempDir(), "servers.json"))
+	// Every byte of stdout goes to raw, and on to the client while it reads.
+	var raw bytes.Buffer
+	toClient, tee := io.Pipe()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.MultiWriter(&raw, lenient{tee}), s.Stdout())
+		tee.Close()
+		copied <- err
+	}()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: toClient, Writer: s.Stdin()}, nil)
+	require.NoError(t, err)
+	useTools(t, cs)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "get_persona", Arguments: map[string]any{"name": "nobody"}})
+	require.NoError(t, err)
+	assert.True(t, res.IsError)
+	call[map[string]any](t, cs, "server_info", nil)
+	require.NoError(t, cs.Close()) // closes helios's stdin
+	// Everything helios wrote, up to EOF, before Wait closes the pipe.
+	select {
+	case err := <-copied:
+		require.NoError(t, err)
+	case <-time.After(hangAfter):
+		t.Fatalf("stdout still open %v after stdin closed; stderr:\n%s", hangAfter, s.Stderr())
+	}
+	require.NoError(t, s.exit(t, hangAfter))
+
+	lines := strings.Split(strings.TrimSuffix(raw.String(), "\n"), "\n")
+	require.GreaterOrEqual(t, len(lines), 6, "one line per response at least")
+	for _, line := range lines {
+		jsonRPC(t, []byte(line))
+	}
+	assert.NotEmpty(t, s.Stderr(), "logs go to stderr")
+}
+
+// rpc is one raw JSON-RPC request line.
+func rpc(id int, method string, params any) string {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	return string(b) + "\n"
+}
+
+const handshake = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}` + "\n" +
+	`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
+
+// TestStdioBurstThenEOF is go-sdk #1061 end to end: 20 calls written in one
+// burst and stdin closed at once still get 20 answers, and all 20 changes
+// are on disk and committed.
+func TestStdioBurstThenEOF(t *testing.T) {
+	const n = 20
+	home := filepath.Join(t.TempDir(), "home")
+	s := start(t, home, filepath.Join(t.TempDir(), "servers.json"))
+	var burst strings.Builder
+	burst.WriteString(handshake)
+	for i := 1; i <= n; i++ {
+		burst.WriteString(rpc(i, "tools/call", map[string]any{"name": "update_preference",
+			"arguments": map[string]string{"key": fmt.Sprintf("k%02d", i), "value": fmt.Sprintf("v%02d", i)}}))
+	}
+	_, err := io.WriteString(s.Stdin(), burst.String())
+	require.NoError(t, err)
+	require.NoError(t, s.Stdin().Close())
+
+	answered := map[int]bool{}
+	sc := bufio.NewScanner(s.Stdout())
+	for sc.Scan() {
+		jsonRPC(t, sc.Bytes())
+		var resp struct {
+			ID     int `json:"id"`
+			Result *struct {
+				IsError bool `json:"isError"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &resp))
+		if resp.ID > 0 && assert.NotNil(t, resp.Result, "call %d: %s", resp.ID, sc.Text()) {
+			assert.False(t, resp.Result.IsError, "call %d: %s", resp.ID, sc.Text())
+			answered[resp.ID] = true
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.NoError(t, s.exit(t, hangAfter))
+	assert.Len(t, answered, n, "answers")
+
+	var p helios.Persona
+	require.NoError(t, atomicfile.ReadYAMLStrict(filepath.Join(home, "config", "personas", "default.yaml"), &p))
+	for i := 1; i <= n; i++ {
+		assert.Equal(t, fmt.Sprintf("v%02d", i), p.Preferences[fmt.Sprintf("k%02d", i)], "value %d on disk", i)
+	}
+	store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer store.Close()
+	commits, err := store.History("personas/default.yaml", 0)
+	require.NoError(t, err)
+	updates := 0
+	for _, c := range commits {
+		if strings.HasPrefix(c.Message, "update_preference default.k") {
+			updates++
+		}
+	}
+	assert.Equal(t, n, updates, "commits")
+	dirty, err := store.Dirty()
+	require.NoError(t, err)
+	assert.False(t, dirty)
+}
+
+func TestVersion(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(heliosBin, "--version", "--home", home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run())
+	assert.Regexp(t, `^helios \S+\n$`, stdout.String())
+	assert.Empty(t, stderr.String())
+	assert.NoDirExists(t, home, "--version touches no home")
+}
