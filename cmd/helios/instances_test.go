@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// TestSecondInstanceThenSIGKILL: a second helios on a home in use exits 3
+// naming the first; once the first is SIGKILLed, a new one reclaims the
+// lock and replaces the stale state file.
+func TestSecondInstanceThenSIGKILL(t *testing.T) {
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	first, st := startHTTP(t, registry)
+
+	second := start(t, first.home, registry, "--http", "127.0.0.1:0")
+	err := second.exit(t, hangAfter)
+	require.Error(t, err)
+	assert.Equal(t, exitInUse, second.ExitCode(), second.Stderr())
+	assert.Contains(t, second.Stderr(), "pid "+strconv.Itoa(first.Pid()))
+	assert.Contains(t, second.Stderr(), st.HTTP.URL)
+	assert.NotContains(t, second.Stderr(), st.Token)
+	after, err := statefile.Read(filepath.Join(first.home, statefile.FileName))
+	require.NoError(t, err)
+	assert.Equal(t, first.Pid(), after.PID, "the second left the first's state file alone")
+
+	require.NoError(t, first.Kill())
+	stale, err := statefile.Read(filepath.Join(first.home, statefile.FileName))
+	require.NoError(t, err, "SIGKILL leaves the state file behind")
+	assert.False(t, stale.Alive())
+
+	third := start(t, first.home, registry, "--http", "127.0.0.1:0")
+	now := third.ready(t)
+	assert.Equal(t, third.Pid(), now.PID)
+	assert.True(t, now.Alive())
+	assert.NotEqual(t, st.Token, now.Token, "a fresh token")
+	lockPID, err := os.ReadFile(filepath.Join(first.home, lifecycle.LockFile))
+	require.NoError(t, err)
+	assert.Equal(t, strconv.Itoa(third.Pid()), strings.TrimSpace(string(lockPID)), "the lock names the new server")
+	assert.Contains(t, third.Stderr(), "reclaimed a stale lock")
+	useTools(t, connectHTTP(t, now))
+}
+
+// TestTenInstances starts ten HTTP servers on ten homes at once: each gets
+// its own port, all answer, `mcpkeep servers` lists all, and after SIGTERM
+// the registry is empty.
+func TestTenInstances(t *testing.T) {
+	const n = 10
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	servers := make([]*server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range servers {
+		home := filepath.Join(t.TempDir(), fmt.Sprintf("home%d", i))
+		wg.Go(func() { servers[i], errs[i] = startNoCleanup(t, home, registry, "--http", "127.0.0.1:0") })
+	}
+	wg.Wait()
+	for _, s := range servers {
+		if s != nil {
+			t.Cleanup(s.stop)
+		}
+	}
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	ports := map[int]bool{}
+	for _, s := range servers {
+		st := s.ready(t)
+		require.NotNil(t, st.HTTP)
+		ports[st.HTTP.Port] = true
+		resp, err := http.Get(strings.TrimSuffix(st.HTTP.URL, "/mcp") + "/healthz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, st.HTTP.URL)
+	}
+	assert.Len(t, ports, n, "distinct ports")
+
+	// Registration follows the ready state file; poll for the last one.
+	listed := func() map[int]string {
+		cmd := exec.Command(mcpkeepBin, "servers", "--registry", registry, "--json")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, stderr.String())
+		var list struct {
+			Servers []struct {
+				PID  int    `json:"pid"`
+				Home string `json:"home"`
+				URL  string `json:"url"`
+			} `json:"servers"`
+		}
+		require.NoError(t, json.Unmarshal(out, &list))
+		pids := map[int]string{}
+		for _, s := range list.Servers {
+			pids[s.PID] = s.URL
+		}
+		return pids
+	}
+	servers[0].poll(t, "all ten in `mcpkeep servers`", func() bool { return len(listed()) == n })
+	pids := listed()
+	for _, s := range servers {
+		assert.Contains(t, pids, s.Pid())
+		assert.NotEmpty(t, pids[s.Pid()], "pid %d has a URL", s.Pid())
+	}
+
+	for _, s := range servers {
+		require.NoError(t, syscall.Kill(s.Pid(), syscall.SIGTERM))
+	}
+	for _, s := range servers {
+		assert.NoError(t, s.exit(t, hangAfter), s.Stderr())
+		assert.True(t, stateGone(t, s.home), s.home)
+	}
+	var raw struct {
+		Servers []json.RawMessage `json:"servers"`
+	}
+	data, err := os.ReadFile(registry)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &raw))
+	assert.Empty(t, raw.Servers, "every server unregistered itself")
+}
