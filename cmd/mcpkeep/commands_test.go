@@ -1,0 +1,361 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/recovery"
+)
+
+// modes are the two output forms of every command.
+var modes = []struct {
+	name string
+	args []string
+}{{"text", nil}, {"json", []string{"--json"}}}
+
+func TestStatus(t *testing.T) {
+	home := installed(t)
+	head := history(t, home)[0].Hash
+	t.Run("text", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", home)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "home:      "+home+"\n")
+		assert.Contains(t, r.stdout, "installed: yes, schema 1")
+		assert.Contains(t, r.stdout, "1 boots")
+		assert.Contains(t, r.stdout, "lock:      free\n")
+		assert.Contains(t, r.stdout, "server:    none running\n")
+		assert.Contains(t, r.stdout, "config:    HEAD "+head[:12]+", clean\n")
+		assert.Empty(t, r.stderr)
+	})
+	t.Run("json", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", home, "--json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got := decode[statusOut](t, r)
+		assert.Equal(t, home, got.Home)
+		assert.True(t, got.Installed)
+		assert.Equal(t, "ready", got.State)
+		assert.Equal(t, 1, got.Schema)
+		assert.Equal(t, 1, got.Boots)
+		assert.Nil(t, got.Lock)
+		assert.Nil(t, got.Server)
+		assert.Equal(t, &configOut{Head: head}, got.Config)
+		assert.Empty(t, got.Problems)
+	})
+	t.Run("not installed", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", t.TempDir(), "--json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got := decode[statusOut](t, r)
+		assert.False(t, got.Installed)
+		assert.Equal(t, "fresh", got.State)
+		assert.Nil(t, got.Config)
+	})
+}
+
+func TestServers(t *testing.T) {
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	for _, m := range modes {
+		t.Run("empty/"+m.name, func(t *testing.T) {
+			r := mcpkeep(t, append([]string{"servers", "--registry", registry}, m.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			if m.args == nil {
+				assert.Equal(t, "no live servers in "+registry+"\n", r.stdout)
+			} else {
+				got := decode[struct {
+					Registry string       `json:"registry"`
+					Servers  []*serverOut `json:"servers"`
+				}](t, r)
+				assert.Equal(t, registry, got.Registry)
+				assert.NotNil(t, got.Servers)
+				assert.Empty(t, got.Servers)
+			}
+		})
+	}
+	home := installed(t)
+	p, st := live(t, home, registry)
+	t.Run("text", func(t *testing.T) {
+		r := mcpkeep(t, "servers", "--registry", registry)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Len(t, lines, 1)
+		assert.Regexp(t, `^helios +pid `+strconv.Itoa(p.Pid())+` +ready +stdio\+`+st.HTTP.URL+` +`+home+`$`, lines[0])
+	})
+	t.Run("json", func(t *testing.T) {
+		r := mcpkeep(t, "servers", "--registry", registry, "--json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got := decode[struct{ Servers []*serverOut }](t, r)
+		require.Len(t, got.Servers, 1)
+		s := got.Servers[0]
+		assert.Equal(t, p.Pid(), s.PID)
+		assert.True(t, s.Alive)
+		assert.Equal(t, st.HTTP.URL, s.URL)
+		assert.Equal(t, home, s.Home)
+	})
+	t.Run("corrupt registry", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "servers.json")
+		require.NoError(t, os.WriteFile(bad, []byte("{not json"), 0o600))
+		r := mcpkeep(t, "servers", "--registry", bad)
+		assert.Equal(t, exitError, r.code)
+		assert.Contains(t, r.stderr, bad)
+		assert.Empty(t, r.stdout)
+	})
+}
+
+func TestDoctor(t *testing.T) {
+	t.Run("clean", func(t *testing.T) {
+		home := installed(t)
+		for _, m := range modes {
+			t.Run(m.name, func(t *testing.T) {
+				r := mcpkeep(t, append([]string{"doctor", "--home", home}, m.args...)...)
+				require.Equal(t, exitOK, r.code, r.stderr)
+				if m.args == nil {
+					assert.Equal(t, "home "+home+": clean\n", r.stdout)
+				} else {
+					got := decode[recovery.Report](t, r)
+					assert.Equal(t, home, got.Home)
+					assert.True(t, got.DryRun)
+					assert.Empty(t, got.Findings)
+				}
+			})
+		}
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		for _, m := range modes {
+			t.Run(m.name, func(t *testing.T) {
+				home := installed(t)
+				path := filepath.Join(home, "config", "personas", "default.yaml")
+				good, err := os.ReadFile(path)
+				require.NoError(t, err)
+				bad := []byte("name: [default\n")
+				require.NoError(t, os.WriteFile(path, bad, 0o600))
+
+				r := mcpkeep(t, append([]string{"doctor", "--home", home}, m.args...)...)
+				assert.Equal(t, exitError, r.code, "problems found")
+				assert.Contains(t, r.stderr, "doctor --fix")
+				kinds := findings(t, m.args != nil, r)
+				assert.Contains(t, kinds, recovery.KindCorruptConfig)
+				data, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Equal(t, bad, data, "without --fix nothing changes")
+
+				r = mcpkeep(t, append([]string{"doctor", "--home", home, "--fix"}, m.args...)...)
+				require.Equal(t, exitOK, r.code, r.stderr)
+				assert.Contains(t, findings(t, m.args != nil, r), recovery.KindCorruptConfig)
+				data, err = os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Equal(t, good, data, "restored from git")
+
+				r = mcpkeep(t, "doctor", "--home", home)
+				assert.Equal(t, exitOK, r.code, r.stdout)
+			})
+		}
+	})
+}
+
+// findings returns the kinds of finding a doctor run printed.
+func findings(t *testing.T, isJSON bool, r result) []string {
+	t.Helper()
+	var kinds []string
+	if isJSON {
+		for _, f := range decode[recovery.Report](t, r).Findings {
+			kinds = append(kinds, f.Kind)
+		}
+		return kinds
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	for _, line := range lines[1:] { // the first line is the summary
+		kind, _, _ := strings.Cut(line, " ")
+		kinds = append(kinds, kind)
+	}
+	return kinds
+}
+
+func TestHistory(t *testing.T) {
+	home := installed(t)
+	all := history(t, home)
+	tests := []struct {
+		name string
+		args []string
+		want []gitstore.Commit
+	}{
+		{"all", nil, all},
+		{"one path", []string{"base.yaml"}, all[2:]},
+		{"newest", []string{"-n", "1"}, all[:1]},
+		{"flags after the path", []string{"personas/default.yaml", "-n", "2"}, all[:2]},
+		{"a path never committed", []string{"personas/nobody.yaml"}, nil},
+	}
+	for _, tt := range tests {
+		for _, m := range modes {
+			t.Run(tt.name+"/"+m.name, func(t *testing.T) {
+				args := append(append([]string{"history", "--home", home}, tt.args...), m.args...)
+				r := mcpkeep(t, args...)
+				require.Equal(t, exitOK, r.code, r.stderr)
+				if m.args != nil {
+					got := decode[struct{ Commits []gitstore.Commit }](t, r)
+					require.Len(t, got.Commits, len(tt.want))
+					for i, c := range tt.want {
+						assert.Equal(t, c.Hash, got.Commits[i].Hash)
+						assert.Equal(t, c.Message, got.Commits[i].Message)
+					}
+					return
+				}
+				if tt.want == nil {
+					assert.Equal(t, "no commits\n", r.stdout)
+					return
+				}
+				lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+				require.Len(t, lines, len(tt.want))
+				for i, c := range tt.want {
+					assert.True(t, strings.HasPrefix(lines[i], c.Hash[:12]+" "), lines[i])
+					assert.True(t, strings.HasSuffix(lines[i], " "+firstLine(c.Message)), lines[i])
+				}
+			})
+		}
+	}
+}
+
+func TestRollback(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			home := installed(t)
+			store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true})
+			require.NoError(t, err)
+			want, err := store.ReadAt("HEAD~2", "personas/default.yaml")
+			require.NoError(t, err)
+			store.Close()
+
+			r := mcpkeep(t, append([]string{"rollback", "--home", home, "HEAD~2"}, m.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			commits := history(t, home)
+			require.Len(t, commits, 4, "a new commit; history is kept")
+			if m.args != nil {
+				got := decode[map[string]string](t, r)
+				assert.Equal(t, commits[0].Hash, got["commit"])
+				assert.Equal(t, "HEAD~2", got["rev"])
+				assert.Equal(t, home, got["home"])
+			} else {
+				assert.Equal(t, "config is now as at HEAD~2 (commit "+commits[0].Hash[:12]+")\n", r.stdout)
+			}
+			data, err := os.ReadFile(filepath.Join(home, "config", "personas", "default.yaml"))
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(data))
+
+			r = mcpkeep(t, append([]string{"rollback", "--home", home, "HEAD"}, m.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Len(t, history(t, home), 4, "nothing to roll back")
+			if m.args == nil {
+				assert.Equal(t, "config already equals HEAD; nothing committed\n", r.stdout)
+			}
+
+			r = mcpkeep(t, append([]string{"rollback", "--home", home, "nope"}, m.args...)...)
+			assert.Equal(t, exitError, r.code)
+			assert.Contains(t, r.stderr, `"nope"`)
+			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+// TestBadHome: every command that reads a home, given one that is not
+// there or not a directory, fails with exit 1 and one line that names the
+// path, and creates nothing.
+func TestBadHome(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	homes := []struct {
+		name, path, says string
+	}{
+		{"missing", filepath.Join(dir, "missing"), "does not exist"},
+		{"a file", file, "not a directory"},
+	}
+	commands := [][]string{{"doctor"}, {"doctor", "--fix"}, {"history"}, {"rollback", "HEAD"}, {"status"}}
+	for _, h := range homes {
+		for _, c := range commands {
+			for _, m := range modes {
+				t.Run(h.name+"/"+strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {
+					r := mcpkeep(t, append(append(c, "--home", h.path), m.args...)...)
+					assert.Equal(t, exitError, r.code)
+					assert.Empty(t, r.stdout)
+					assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %s", r.stderr)
+					assert.Contains(t, r.stderr, h.path)
+					assert.Contains(t, r.stderr, h.says)
+					assert.NoDirExists(t, filepath.Join(dir, "missing"), "no home created")
+				})
+			}
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	home := installed(t)
+	tests := [][]string{
+		{},
+		{"frobnicate"},
+		{"status", "--bogus"},
+		{"status", "--home", home, "extra"},
+		{"servers", "--registry", ""},
+		{"doctor", "--home", home, "--fix=maybe"},
+		{"history", "--home", home, "-n", "-1"},
+		{"history", "--home", home, "-n", "many"},
+		{"history", "--home", home, "a.yaml", "b.yaml"},
+		{"rollback", "--home", home},
+		{"rollback", "--home", home, "HEAD", "HEAD~1"},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := mcpkeep(t, args...)
+			assert.Equal(t, exitUsage, r.code, r.stderr)
+			assert.Empty(t, r.stdout)
+			assert.NotEmpty(t, r.stderr)
+		})
+	}
+	assert.Len(t, history(t, home), 3, "no usage error wrote anything")
+	for _, help := range [][]string{{"--help"}, {"help"}} {
+		r := mcpkeep(t, help...)
+		assert.Equal(t, exitOK, r.code, "%v", help)
+		assert.Contains(t, r.stderr, "usage: mcpkeep COMMAND", "%v", help)
+	}
+}
+
+// TestLiveServer: beside a running server, doctor --fix and rollback refuse
+// with exit 3 naming it, and no command prints its token, neither while it
+// runs nor after it was SIGKILLed and left its state file behind.
+func TestLiveServer(t *testing.T) {
+	home := installed(t)
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	p, st := live(t, home, registry)
+	before := history(t, home)
+
+	for _, c := range [][]string{{"doctor", "--fix"}, {"rollback", "HEAD~1"}} {
+		for _, m := range modes {
+			t.Run(strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {
+				r := mcpkeep(t, append(append(c, "--home", home), m.args...)...)
+				assert.Equal(t, exitInUse, r.code, r.stderr)
+				assert.Contains(t, r.stderr, "pid "+strconv.Itoa(p.Pid()))
+				assert.Contains(t, r.stderr, st.HTTP.URL)
+				assert.Empty(t, r.stdout)
+			})
+		}
+	}
+	assert.Equal(t, before, history(t, home), "nothing written beside the server")
+
+	all := [][]string{{"status", "--home", home}, {"servers", "--registry", registry}, {"doctor", "--home", home},
+		{"history", "--home", home}, {"rollback", "--home", home, "HEAD~1"}, {"doctor", "--home", home, "--fix"}}
+	noToken := func(t *testing.T) {
+		for _, c := range all {
+			for _, m := range modes {
+				r := mcpkeep(t, append(c, m.args...)...)
+				assert.NotContains(t, r.stdout+r.stderr, st.Token, "%v %v", c, m.args)
+			}
+		}
+	}
+	t.Run("no token while it runs", noToken)
+	require.NoError(t, p.Kill())
+	t.Run("no token from a stale state file", noToken)
+}
