@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,7 +224,7 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 	if _, err := parse(set, args, 0); err != nil {
 		return err
 	}
-	abs, err := checkHome(*home)
+	abs, err := installedHome(*home)
 	if err != nil {
 		return err
 	}
@@ -246,6 +247,8 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return err
 	}
 	switch {
+	case slices.ContainsFunc(report.Findings, func(f recovery.Finding) bool { return f.Kind == recovery.KindNotInstalled }):
+		return fmt.Errorf("home %s is not installed: its install was interrupted; start the server once to finish it", abs)
 	case report.NeedsUser():
 		return errors.New("some findings need you: see the remedies above")
 	case !*fix && !report.Clean():
@@ -265,7 +268,7 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	if *n < 0 {
 		return &usageError{fmt.Sprintf("-n %d: want 0 or more", *n)}
 	}
-	abs, err := checkHome(*home)
+	abs, err := installedHome(*home)
 	if err != nil {
 		return err
 	}
@@ -310,7 +313,7 @@ func (c *cli) rollback(ctx context.Context, args []string) error {
 	if len(pos) == 0 {
 		return &usageError{"missing REV: a commit hash from `mcpkeep history`, HEAD~N or a tag"}
 	}
-	abs, err := checkHome(*home)
+	abs, err := installedHome(*home)
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,25 @@ func TestDoctor(t *testing.T) {
 	})
 }
 
+// TestDoctorInterruptedInstall: a stamped home without its config
+// repository is not something --fix can repair; doctor says to start the
+// server, with or without --fix.
+func TestDoctorInterruptedInstall(t *testing.T) {
+	home := installed(t)
+	require.NoError(t, os.RemoveAll(filepath.Join(home, "config")))
+	for _, fix := range [][]string{nil, {"--fix"}} {
+		for _, m := range modes {
+			t.Run(strings.Join(append(fix, m.name), " "), func(t *testing.T) {
+				r := mcpkeep(t, append(append([]string{"doctor", "--home", home}, fix...), m.args...)...)
+				assert.Equal(t, exitError, r.code)
+				assert.Contains(t, findings(t, m.args != nil, r), recovery.KindNotInstalled)
+				assert.Contains(t, r.stderr, "start the server once")
+				assert.NotContains(t, r.stderr, "--fix")
+			})
+		}
+	}
+}
+
 // findings returns the kinds of finding a doctor run printed.
 func findings(t *testing.T, isJSON bool, r result) []string {
 	t.Helper()
@@ -262,22 +281,32 @@ func TestRollback(t *testing.T) {
 }
 
 // TestBadHome: every command that reads a home, given one that is not
-// there or not a directory, fails with exit 1 and one line that names the
-// path, and creates nothing.
+// there, not a directory or not a home, fails with exit 1 and one line that
+// names the path, and writes nothing.
 func TestBadHome(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.Mkdir(empty, 0o700))
+	other := filepath.Join(dir, "documents")
+	require.NoError(t, os.MkdirAll(filepath.Join(other, "config"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o600))
 	homes := []struct {
 		name, path, says string
 	}{
 		{"missing", filepath.Join(dir, "missing"), "does not exist"},
 		{"a file", file, "not a directory"},
+		{"an empty directory", empty, "not installed"},
+		{"another directory", other, "not installed"},
 	}
 	commands := [][]string{{"doctor"}, {"doctor", "--fix"}, {"history"}, {"rollback", "HEAD"}, {"status"}}
 	for _, h := range homes {
 		for _, c := range commands {
 			for _, m := range modes {
+				if c[0] == "status" && h.says == "not installed" {
+					continue // status reports it: TestStatus
+				}
 				t.Run(h.name+"/"+strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {
 					r := mcpkeep(t, append(append(c, "--home", h.path), m.args...)...)
 					assert.Equal(t, exitError, r.code)
@@ -286,6 +315,11 @@ func TestBadHome(t *testing.T) {
 					assert.Contains(t, r.stderr, h.path)
 					assert.Contains(t, r.stderr, h.says)
 					assert.NoDirExists(t, filepath.Join(dir, "missing"), "no home created")
+					for dir, n := range map[string]int{empty: 0, other: 2} {
+						entries, err := os.ReadDir(dir)
+						require.NoError(t, err)
+						assert.Len(t, entries, n, "nothing written into %s, which is not a home", dir)
+					}
 				})
 			}
 		}

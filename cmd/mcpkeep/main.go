@@ -22,10 +22,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
@@ -171,6 +173,28 @@ func checkHome(home string) (string, error) {
 		return "", fmt.Errorf("home %s is not a directory (check --home)", abs)
 	}
 	return abs, nil
+}
+
+// installedHome is checkHome for the commands that read or repair a home:
+// it also gives a clear error for a directory that is not one, holding
+// neither a bootstrap stamp nor a config repository, so a mistyped --home
+// is reported instead of being scattered with lock files and directories.
+func installedHome(home string) (string, error) {
+	abs, err := checkHome(home)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range []string{bootstrap.VersionFile, filepath.Join(bootstrap.ConfigDir, ".git")} {
+		_, err := os.Stat(filepath.Join(abs, p))
+		if err == nil {
+			return abs, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("home %s is not installed: no %s and no %s/ repository (check --home, or start the server once to install it)",
+		abs, bootstrap.VersionFile, bootstrap.ConfigDir)
 }
 
 // emit prints v as JSON with --json, else text.
