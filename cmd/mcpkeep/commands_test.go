@@ -346,7 +346,9 @@ func TestUsage(t *testing.T) {
 			r := mcpkeep(t, args...)
 			assert.Equal(t, exitUsage, r.code, r.stderr)
 			assert.Empty(t, r.stdout)
-			assert.NotEmpty(t, r.stderr)
+			if len(args) > 1 {
+				assert.Regexp(t, `^mcpkeep `+args[0]+`: [^\n]+ \(see mcpkeep `+args[0]+` --help\)\n$`, r.stderr, "one line")
+			}
 		})
 	}
 	assert.Len(t, history(t, home), 3, "no usage error wrote anything")
@@ -354,6 +356,19 @@ func TestUsage(t *testing.T) {
 		r := mcpkeep(t, help...)
 		assert.Equal(t, exitOK, r.code, "%v", help)
 		assert.Contains(t, r.stderr, "usage: mcpkeep COMMAND", "%v", help)
+	}
+	for cmd, synopsis := range map[string]string{
+		"status":   "usage: mcpkeep status [--home DIR] [--json]\n",
+		"servers":  "usage: mcpkeep servers [--registry FILE] [--json]\n",
+		"doctor":   "usage: mcpkeep doctor [--home DIR] [--fix] [--json]\n",
+		"history":  "usage: mcpkeep history [--home DIR] [PATH] [-n N] [--json]\n",
+		"rollback": "usage: mcpkeep rollback [--home DIR] REV [--json]\n",
+	} {
+		r := mcpkeep(t, cmd, "--help")
+		assert.Equal(t, exitOK, r.code, cmd)
+		assert.Empty(t, r.stdout)
+		assert.True(t, strings.HasPrefix(r.stderr, synopsis), "%s --help: %s", cmd, r.stderr)
+		assert.Equal(t, 1, strings.Count(r.stderr, "usage:"), "printed once: %s", r.stderr)
 	}
 }
 

@@ -39,17 +39,24 @@ const (
 	exitInUse = 3
 )
 
-const usage = `usage: mcpkeep COMMAND [flags]
+// commands are the CLI's commands with their arguments, for the usage.
+var commands = []struct{ name, args, about string }{
+	{"status", "[--home DIR]", "is the home installed, locked, serving, committed?"},
+	{"servers", "[--registry FILE]", "list the live servers in the discovery registry"},
+	{"doctor", "[--home DIR] [--fix]", "check the home; --fix repairs it (refused while a server runs)"},
+	{"history", "[--home DIR] [PATH] [-n N]", "commits that changed the config (or PATH)"},
+	{"rollback", "[--home DIR] REV", "make the config equal to REV as a new commit"},
+}
 
-commands:
-  status   [--home DIR]                 is the home installed, locked, serving, committed?
-  servers  [--registry FILE]            list the live servers in the discovery registry
-  doctor   [--home DIR] [--fix]         check the home; --fix repairs it (refused while a server runs)
-  history  [--home DIR] [PATH] [-n N]   commits that changed the config (or PATH)
-  rollback [--home DIR] REV             make the config equal to REV as a new commit
-
-every command takes --json.
-`
+var usage = func() string {
+	var b strings.Builder
+	b.WriteString("usage: mcpkeep COMMAND [flags]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-8s %-28s %s\n", c.name, c.args, c.about)
+	}
+	b.WriteString("\nevery command takes --json.\n")
+	return b.String()
+}()
 
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
@@ -109,8 +116,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // flags returns a FlagSet for a command with the common --json flag.
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("mcpkeep "+name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+	fs.SetOutput(io.Discard) // run prints a usage error, as one line
 	fs.BoolVar(&c.json, "json", false, "print JSON")
+	fs.Usage = func() {
+		for _, cmd := range commands {
+			if cmd.name == name {
+				fmt.Fprintf(c.stderr, "usage: mcpkeep %s %s [--json]\n\n%s\n\n", name, cmd.args, cmd.about)
+			}
+		}
+		fs.SetOutput(c.stderr)
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
@@ -121,10 +137,14 @@ func homeFlag(fs *flag.FlagSet) *string {
 // parse parses args, allowing flags after positional arguments, and returns
 // the positional arguments.
 func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
+	usage := fs.Usage
+	fs.Usage = func() {} // Parse would print it for any error: only -h gets it
+	defer func() { fs.Usage = usage }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				usage()
 				return nil, err
 			}
 			return nil, &usageError{err.Error()}
