@@ -110,8 +110,3 @@ func defaultHome() string {
 	}
 	return ""
 }
-
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}

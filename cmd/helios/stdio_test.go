@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -194,4 +195,18 @@ func TestVersion(t *testing.T) {
 	assert.Regexp(t, `^helios \S+\n$`, stdout.String())
 	assert.Empty(t, stderr.String())
 	assert.NoDirExists(t, home, "--version touches no home")
+}
+
+// TestNoTerminalNotice: the notice for a person at a terminal is not
+// printed when stdin is /dev/null, a character device but no terminal.
+func TestNoTerminalNotice(t *testing.T) {
+	devNull, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer devNull.Close()
+	cmd := exec.Command(heliosBin, "--home", filepath.Join(t.TempDir(), "home"), "--registry", filepath.Join(t.TempDir(), "servers.json"))
+	var stderr bytes.Buffer
+	cmd.Stdin, cmd.Stderr = devNull, &stderr
+	require.NoError(t, cmd.Run(), "stdin at EOF: a clean stop")
+	assert.NotContains(t, stderr.String(), "launch it from an MCP client")
+	assert.Contains(t, stderr.String(), "stdin closed", "it did run")
 }
