@@ -18,6 +18,11 @@ import (
 // Env is what a server built on the Harness gets: the home, its versioned
 // config store, a logger, what start-up found, and Update, the one way to
 // change config durably.
+//
+// An Env can also be made outside a Harness, as a struct literal with Home,
+// ConfigDir, Store and Logger, for a program that takes the home's lock
+// itself or, like a benchmark's reference server, none: Update, Commit,
+// Rollback and Files work the same, and State has only Home.
 type Env struct {
 	Home      string          // absolute home directory
 	ConfigDir string          // <home>/config, a git repository
@@ -26,8 +31,8 @@ type Env struct {
 	Boot      bootstrap.Result
 	Report    recovery.Report // what start-up recovery found and did
 
-	mu    sync.Mutex // one update at a time: the home has one writer
-	state func() statefile.State
+	mu    sync.Mutex             // one update at a time: the home has one writer
+	state func() statefile.State // nil outside a Harness
 }
 
 // Update makes one durable, all-or-nothing change to config files. It
@@ -89,6 +94,9 @@ func (e *Env) Commit(msg string) (string, error) {
 // State returns a copy of the server's current state record without its
 // bearer token, for tools such as server_info.
 func (e *Env) State() statefile.State {
+	if e.state == nil {
+		return statefile.State{Home: e.Home}
+	}
 	s := e.state()
 	s.Token = ""
 	return s
@@ -156,8 +164,7 @@ func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 	if err != nil {
 		return nil, nil, errors.Join(err, lock.Unlock())
 	}
-	env := &Env{Home: home, ConfigDir: configDir, Store: store, Logger: logger,
-		state: func() statefile.State { return statefile.State{Home: home} }}
+	env := &Env{Home: home, ConfigDir: configDir, Store: store, Logger: logger}
 	closeFn := func() error { return errors.Join(store.Close(), lock.Unlock()) }
 	return env, closeFn, nil
 }

@@ -1,0 +1,58 @@
+package lifecycle_test
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// TestEnvOutsideHarness: an Env made as a struct literal updates, rolls a
+// failed update back and reports a state holding only its home.
+func TestEnvOutsideHarness(t *testing.T) {
+	home := t.TempDir()
+	configDir := filepath.Join(home, "config")
+	store, err := gitstore.Init(configDir, nil)
+	require.NoError(t, err)
+	defer store.Close()
+	path := filepath.Join(configDir, "a.yaml")
+	require.NoError(t, atomicfile.WriteFile(path, []byte("a: 1\n"), 0o600))
+	_, err = store.Commit("init")
+	require.NoError(t, err)
+	env := &lifecycle.Env{Home: home, ConfigDir: configDir, Store: store, Logger: slog.New(slog.DiscardHandler)}
+
+	assert.Equal(t, statefile.State{Home: home}, env.State())
+	files, err := env.Files()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.yaml"}, files)
+
+	hash, err := env.Update(t.Context(), "a: 2", []string{"a.yaml"}, func() error {
+		return atomicfile.WriteFile(path, []byte("a: 2\n"), 0o600)
+	})
+	require.NoError(t, err)
+	assert.NotEmpty(t, hash)
+
+	boom := errors.New("boom")
+	_, err = env.Update(t.Context(), "a: 3", []string{"a.yaml"}, func() error {
+		if err := atomicfile.WriteFile(path, []byte("a: 3\n"), 0o600); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "a: 2\n", string(data), "a failed update is rolled back")
+	head, err := store.Head()
+	require.NoError(t, err)
+	assert.Equal(t, hash, head)
+}
