@@ -1,7 +1,8 @@
 // Package helios is the helios example server without its main: the layout
 // of its config files (config/base.yaml and config/personas/*.yaml, with
 // embedded defaults) and its MCP tools, which cmd/helios serves on the
-// lifecycle.Harness. Every mutation goes through lifecycle.Env.Update, so
+// lifecycle.Harness and internal/cmd/bare-helios, the reference for the
+// cold-start benchmark, serves with no harness. Every mutation goes through lifecycle.Env.Update, so
 // it is checkpointed, written atomically and committed before a tool
 // returns.
 package helios
