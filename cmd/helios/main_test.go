@@ -23,7 +23,7 @@ import (
 const hangAfter = 60 * time.Second
 
 // Binaries built once by TestMain.
-var heliosBin, mcpkeepBin string
+var heliosBin, mcpkeepBin, bareBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -38,8 +38,9 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	for pkg, bin := range map[string]*string{
-		"github.com/mcpkeep/mcpkeep/cmd/helios":  &heliosBin,
-		"github.com/mcpkeep/mcpkeep/cmd/mcpkeep": &mcpkeepBin,
+		"github.com/mcpkeep/mcpkeep/cmd/helios":               &heliosBin,
+		"github.com/mcpkeep/mcpkeep/cmd/mcpkeep":              &mcpkeepBin,
+		"github.com/mcpkeep/mcpkeep/internal/cmd/bare-helios": &bareBin,
 	} {
 		if *bin, err = crashtest.Build(ctx, pkg, dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/helios"
+)
+
+// BenchmarkColdStart measures spawn to initialize response over stdio, on
+// a home installed beforehand: helios on the harness, and bare-helios, the
+// same tools on the same files with the go-sdk alone. The ratio of the two
+// is the harness's start-up cost. The shutdown after each response is not
+// timed.
+//
+//	go test -run '^$' -bench ColdStart -count 10 ./cmd/helios
+func BenchmarkColdStart(b *testing.B) {
+	home := filepath.Join(b.TempDir(), "home")
+	install := exec.Command(heliosBin, "--home", home, "--registry", "") // stdin at EOF: install, then stop
+	if out, err := install.CombinedOutput(); err != nil {
+		b.Fatalf("install the home: %v\n%s", err, out)
+	}
+	registry := filepath.Join(b.TempDir(), "servers.json")
+	for _, s := range []struct {
+		name string
+		cmd  []string
+	}{
+		{"helios", []string{heliosBin, "--home", home, "--registry", registry}},
+		{"bare", []string{bareBin, "--home", home}},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			for range b.N {
+				coldStart(b, s.cmd)
+			}
+		})
+	}
+}
+
+// coldStart starts the command, times it to its answer to initialize, then
+// closes its stdin and waits for it to exit, untimed.
+func coldStart(b *testing.B, argv []string) {
+	b.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, initialize+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	b.StopTimer()
+	defer b.StartTimer()
+	var resp struct {
+		ID     int `json:"id"`
+		Result struct {
+			ServerInfo struct{ Name string } `json:"serverInfo"`
+		} `json:"result"`
+	}
+	if err != nil || json.Unmarshal(line, &resp) != nil || resp.Result.ServerInfo.Name != "helios" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		b.Fatalf("%s: no initialize response (%v): %q\nstderr:\n%s", filepath.Base(argv[0]), err, line, &stderr)
+	}
+	stdin.Close()
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("%s did not stop cleanly: %v\nstderr:\n%s", filepath.Base(argv[0]), err, &stderr)
+	}
+}
+
+// TestBareHeliosIsTheReference: the benchmark's reference serves the same
+// tools as helios, with the same schemas, on a home helios installed.
+func TestBareHeliosIsTheReference(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	tools := func(argv ...string) []*mcp.Tool {
+		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+		cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: exec.Command(argv[0], argv[1:]...)}, nil)
+		require.NoError(t, err)
+		list, err := cs.ListTools(t.Context(), nil)
+		require.NoError(t, err)
+		p := call[helios.Persona](t, cs, "get_persona", nil)
+		assert.Equal(t, "default", p.Name, "it reads the home's files")
+		require.NoError(t, cs.Close())
+		return list.Tools
+	}
+	want := tools(heliosBin, "--home", home, "--registry", "")
+	got := tools(bareBin, "--home", home)
+	require.Len(t, got, len(toolNames))
+	assert.Equal(t, want, got)
+}
