@@ -335,8 +335,16 @@ func TestRunHealthChecks(t *testing.T) {
 			return false
 		})
 	}
+
+	// A state file naming another process is taken back.
+	other := *r.state(t)
+	other.PID, other.Token = 1, ""
+	require.NoError(t, statefile.Write(r.statePath(), &other))
+	r.poll(t, "the state file taken back", func() bool {
+		s, err := statefile.Read(r.statePath())
+		return err == nil && s.Ours()
+	})
 	st = r.state(t)
-	assert.True(t, st.Ours())
 	assert.Equal(t, statefile.StatusReady, st.Status)
 	require.NoError(t, r.stop(t))
 }
