@@ -94,6 +94,7 @@ func TestHTTP(t *testing.T) {
 		assert.NotContains(t, string(body), st.Token)
 		assert.NotContains(t, string(body), s.home, "no paths")
 	})
+	assert.NotContains(t, s.Stderr(), st.Token, "the token is not logged")
 }
 
 // TestSIGTERMWithOpenStream is go-sdk #440 end to end: a GET stream held
