@@ -381,6 +381,24 @@ func TestLiveServer(t *testing.T) {
 	p, st := live(t, home, registry)
 	before := history(t, home)
 
+	t.Run("status", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", home)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "lock:      held by pid "+strconv.Itoa(p.Pid())+" (running)\n")
+		assert.Contains(t, r.stdout, " http="+st.HTTP.URL+"\n")
+		got := decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
+		require.NotNil(t, got.Server)
+		assert.Equal(t, &lockOut{PID: p.Pid(), Alive: true}, got.Lock)
+		assert.Equal(t, p.Pid(), got.Server.PID)
+		assert.True(t, got.Server.Alive)
+		assert.Equal(t, st.HTTP.URL, got.Server.URL)
+	})
+	t.Run("doctor beside it", func(t *testing.T) {
+		r := mcpkeep(t, "doctor", "--home", home)
+		assert.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, "home "+home+": clean\n", r.stdout, "a live server's files are not findings")
+	})
+
 	for _, c := range [][]string{{"doctor", "--fix"}, {"rollback", "HEAD~1"}} {
 		for _, m := range modes {
 			t.Run(strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {
@@ -406,5 +424,11 @@ func TestLiveServer(t *testing.T) {
 	}
 	t.Run("no token while it runs", noToken)
 	require.NoError(t, p.Kill())
+	t.Run("stale", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", home)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "lock:      stale, pid "+strconv.Itoa(p.Pid())+" is not running")
+		assert.Contains(t, r.stdout, "not running: stale state file")
+	})
 	t.Run("no token from a stale state file", noToken)
 }
