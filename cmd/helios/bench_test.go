@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/internal/helios"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 
 // BenchmarkColdStart measures spawn to initialize response over stdio, on
@@ -63,7 +64,7 @@ func coldStart(b *testing.B, argv []string) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := io.WriteString(stdin, initialize+"\n"); err != nil {
+	if _, err := io.WriteString(stdin, mcptest.Initialize+"\n"); err != nil {
 		b.Fatal(err)
 	}
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
@@ -97,7 +98,7 @@ func TestBareHeliosIsTheReference(t *testing.T) {
 		require.NoError(t, err)
 		list, err := cs.ListTools(t.Context(), nil)
 		require.NoError(t, err)
-		p := call[helios.Persona](t, cs, "get_persona", nil)
+		p := mcptest.Call[helios.Persona](t, cs, "get_persona", nil)
 		assert.Equal(t, "default", p.Name, "it reads the home's files")
 		require.NoError(t, cs.Close())
 		return list.Tools

@@ -14,18 +14,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
-
-// initialize is the body of an initialize request.
-var initialize = strings.SplitN(handshake, "\n", 2)[0]
 
 // post sends an initialize request to st's endpoint with the token, after
 // mod changed it, and returns the response with its body read.
 func post(t *testing.T, st *statefile.State, mod func(*http.Request)) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, st.HTTP.URL, strings.NewReader(initialize))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, st.HTTP.URL, strings.NewReader(mcptest.Initialize))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -106,7 +104,7 @@ func TestSIGTERMWithOpenStream(t *testing.T) {
 	session := resp.Header.Get("Mcp-Session-Id")
 	require.NotEmpty(t, session)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, st.HTTP.URL,
-		strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+		strings.NewReader(mcptest.Initialized))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -143,52 +144,16 @@ func stateGone(t *testing.T, home string) bool {
 	return true
 }
 
-// bearer adds the token to every request.
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
 // connectHTTP connects a go-sdk client to st's URL with its token.
 func connectHTTP(t *testing.T, st *statefile.State) *mcp.ClientSession {
 	t.Helper()
 	require.NotNil(t, st.HTTP, "state file has no HTTP endpoint")
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: st.HTTP.URL,
-		HTTPClient: &http.Client{Transport: bearer{st.Token, http.DefaultTransport}}}, nil)
+		HTTPClient: &http.Client{Transport: mcptest.Bearer{Token: st.Token}}}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { cs.Close() })
 	return cs
-}
-
-// call calls a tool that must succeed and decodes its structured result.
-func call[T any](t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) T {
-	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	require.NoError(t, err)
-	require.False(t, res.IsError, "%s(%v) failed: %s", tool, args, text(res))
-	var out T
-	b, err := json.Marshal(res.StructuredContent)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &out))
-	return out
-}
-
-// text joins a result's text content.
-func text(res *mcp.CallToolResult) string {
-	var s string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			s += tc.Text
-		}
-	}
-	return s
 }
 
 // jsonRPC checks that line is one JSON-RPC 2.0 message: a request, a

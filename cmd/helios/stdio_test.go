@@ -21,6 +21,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/helios"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 
 var toolNames = []string{"commit_changes", "get_config", "get_persona", "history", "list_personas",
@@ -38,9 +39,9 @@ func useTools(t *testing.T, cs *mcp.ClientSession) {
 	slices.Sort(names)
 	assert.Equal(t, toolNames, names)
 
-	changed := call[struct{ Commit string }](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
+	changed := mcptest.Call[struct{ Commit string }](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
 	assert.NotEmpty(t, changed.Commit)
-	p := call[helios.Persona](t, cs, "get_persona", nil)
+	p := mcptest.Call[helios.Persona](t, cs, "get_persona", nil)
 	assert.Equal(t, "default", p.Name)
 	assert.Equal(t, "warm", p.Preferences["tone"])
 }
@@ -99,7 +100,7 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "get_persona", Arguments: map[string]any{"name": "nobody"}})
 	require.NoError(t, err)
 	assert.True(t, res.IsError)
-	call[map[string]any](t, cs, "server_info", nil)
+	mcptest.Call[map[string]any](t, cs, "server_info", nil)
 	require.NoError(t, cs.Close()) // closes helios's stdin
 	// Everything helios wrote, up to EOF, before Wait closes the pipe.
 	select {
@@ -118,15 +119,6 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 	assert.NotEmpty(t, s.Stderr(), "logs go to stderr")
 }
 
-// rpc is one raw JSON-RPC request line.
-func rpc(id int, method string, params any) string {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	return string(b) + "\n"
-}
-
-const handshake = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}` + "\n" +
-	`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
-
 // TestStdioBurstThenEOF is go-sdk #1061 end to end: 20 calls written in one
 // burst and stdin closed at once still get 20 answers, and all 20 changes
 // are on disk and committed.
@@ -135,10 +127,9 @@ func TestStdioBurstThenEOF(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "home")
 	s := start(t, home, filepath.Join(t.TempDir(), "servers.json"))
 	var burst strings.Builder
-	burst.WriteString(handshake)
+	burst.WriteString(mcptest.Handshake)
 	for i := 1; i <= n; i++ {
-		burst.WriteString(rpc(i, "tools/call", map[string]any{"name": "update_preference",
-			"arguments": map[string]string{"key": fmt.Sprintf("k%02d", i), "value": fmt.Sprintf("v%02d", i)}}))
+		burst.WriteString(mcptest.ToolCall(t, i, "update_preference", map[string]string{"key": fmt.Sprintf("k%02d", i), "value": fmt.Sprintf("v%02d", i)}))
 	}
 	_, err := io.WriteString(s.Stdin(), burst.String())
 	require.NoError(t, err)

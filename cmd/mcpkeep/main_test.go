@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -72,17 +73,14 @@ func mcpkeep(t *testing.T, args ...string) result {
 	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
 }
 
-const handshake = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}` + "\n" +
-	`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n"
-
 // installed returns a helios home that has run once and made two
 // preference changes, so it has three commits.
 func installed(t *testing.T) string {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
-	input := handshake
+	input := mcptest.Handshake
 	for i, key := range []string{"tone", "style"} { // two keys: the calls may run in either order
-		input += fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"update_preference","arguments":{"key":%q,"value":"new"}}}`+"\n", i+1, key)
+		input += mcptest.ToolCall(t, i+1, "update_preference", map[string]string{"key": key, "value": "new"})
 	}
 	cmd := exec.CommandContext(t.Context(), heliosBin, "--home", home, "--registry", "")
 	cmd.Stdin = strings.NewReader(input)

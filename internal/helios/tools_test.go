@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/internal/helios"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -56,35 +57,6 @@ func serve(t *testing.T, change func(*lifecycle.Options)) (*mcp.ClientSession, s
 	return cs, home
 }
 
-func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
-	require.NoError(t, err, "a bad argument is a tool error, not a protocol error")
-	return res
-}
-
-// call calls a tool that must succeed and decodes its structured result.
-func call[T any](t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) T {
-	t.Helper()
-	res := callTool(t, cs, name, args)
-	require.False(t, res.IsError, "%s(%v): %s", name, args, text(res))
-	var out T
-	b, err := json.Marshal(res.StructuredContent)
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &out))
-	return out
-}
-
-func text(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 type change struct {
 	Commit string `json:"commit"`
 	Detail string `json:"detail"`
@@ -101,7 +73,7 @@ type history struct {
 // names what is wrong, and changes nothing.
 func TestBadArguments(t *testing.T) {
 	cs, _ := serve(t, func(*lifecycle.Options) {})
-	before := call[history](t, cs, "history", nil)
+	before := mcptest.Call[history](t, cs, "history", nil)
 	tests := []struct {
 		tool string
 		args map[string]any
@@ -130,15 +102,15 @@ func TestBadArguments(t *testing.T) {
 	for _, tt := range tests {
 		b, _ := json.Marshal(tt.args)
 		t.Run(tt.tool+string(b), func(t *testing.T) {
-			res := callTool(t, cs, tt.tool, tt.args)
-			require.True(t, res.IsError, "%s", text(res))
+			res := mcptest.CallTool(t, cs, tt.tool, tt.args)
+			require.True(t, res.IsError, "%s", mcptest.Text(res))
 			for _, s := range tt.says {
-				assert.Contains(t, text(res), s)
+				assert.Contains(t, mcptest.Text(res), s)
 			}
 		})
 	}
-	assert.Equal(t, before, call[history](t, cs, "history", nil), "no commit")
-	p := call[helios.Persona](t, cs, "get_persona", nil)
+	assert.Equal(t, before, mcptest.Call[history](t, cs, "history", nil), "no commit")
+	p := mcptest.Call[helios.Persona](t, cs, "get_persona", nil)
 	assert.Equal(t, map[string]string{"tone": "neutral", "verbosity": "normal"}, p.Preferences, "no change")
 }
 
@@ -149,16 +121,16 @@ func TestTools(t *testing.T) {
 	cs, home := serve(t, func(*lifecycle.Options) {})
 	configDir := filepath.Join(home, "config")
 
-	set := call[change](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
+	set := mcptest.Call[change](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
 	assert.NotEmpty(t, set.Commit)
-	again := call[change](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
+	again := mcptest.Call[change](t, cs, "update_preference", map[string]any{"key": "tone", "value": "warm"})
 	assert.Empty(t, again.Commit, "no change, no commit")
-	call[change](t, cs, "update_preference", map[string]any{"key": "verbosity", "value": ""})
-	p := call[helios.Persona](t, cs, "get_persona", map[string]any{"name": "default"})
+	mcptest.Call[change](t, cs, "update_preference", map[string]any{"key": "verbosity", "value": ""})
+	p := mcptest.Call[helios.Persona](t, cs, "get_persona", map[string]any{"name": "default"})
 	assert.Equal(t, map[string]string{"tone": "warm"}, p.Preferences)
 
-	call[change](t, cs, "set_active_persona", map[string]any{"name": "concise"})
-	cfg := call[struct {
+	mcptest.Call[change](t, cs, "set_active_persona", map[string]any{"name": "concise"})
+	cfg := mcptest.Call[struct {
 		Base   helios.Base    `json:"base"`
 		Active helios.Persona `json:"active"`
 	}](t, cs, "get_config", nil)
@@ -167,23 +139,23 @@ func TestTools(t *testing.T) {
 
 	hand := filepath.Join(configDir, "personas", "terse.yaml")
 	require.NoError(t, os.WriteFile(hand, []byte("name: terse\npreferences: {tone: dry}\n"), 0o600))
-	committed := call[change](t, cs, "commit_changes", map[string]any{"message": "add terse"})
+	committed := mcptest.Call[change](t, cs, "commit_changes", map[string]any{"message": "add terse"})
 	assert.NotEmpty(t, committed.Commit)
-	list := call[struct{ Personas []string }](t, cs, "list_personas", nil)
+	list := mcptest.Call[struct{ Personas []string }](t, cs, "list_personas", nil)
 	assert.Equal(t, []string{"concise", "default", "terse"}, list.Personas)
 
 	require.NoError(t, os.WriteFile(hand, []byte("name: someone-else\n"), 0o600))
-	res := callTool(t, cs, "commit_changes", nil)
+	res := mcptest.CallTool(t, cs, "commit_changes", nil)
 	assert.True(t, res.IsError)
-	assert.Contains(t, text(res), "not committed")
+	assert.Contains(t, mcptest.Text(res), "not committed")
 	require.NoError(t, os.WriteFile(hand, []byte("name: terse\npreferences: {tone: dry}\n"), 0o600))
 
-	h := call[history](t, cs, "history", map[string]any{"path": "personas/default.yaml", "limit": 2})
+	h := mcptest.Call[history](t, cs, "history", map[string]any{"path": "personas/default.yaml", "limit": 2})
 	require.Len(t, h.Commits, 2)
 	assert.Equal(t, "update_preference default.verbosity", h.Commits[0].Message)
-	back := call[change](t, cs, "rollback", map[string]any{"rev": h.Commits[1].Hash + "~1"})
+	back := mcptest.Call[change](t, cs, "rollback", map[string]any{"rev": h.Commits[1].Hash + "~1"})
 	assert.NotEmpty(t, back.Commit)
-	p = call[helios.Persona](t, cs, "get_persona", map[string]any{"name": "default"})
+	p = mcptest.Call[helios.Persona](t, cs, "get_persona", map[string]any{"name": "default"})
 	assert.Equal(t, map[string]string{"tone": "neutral", "verbosity": "normal"}, p.Preferences, "as installed")
 }
 
@@ -202,7 +174,7 @@ func TestServerInfoShowsHealth(t *testing.T) {
 	}
 	var got info
 	deadline := time.Now().Add(hangAfter)
-	for got = call[info](t, cs, "server_info", nil); got.State.Health == nil; got = call[info](t, cs, "server_info", nil) {
+	for got = mcptest.Call[info](t, cs, "server_info", nil); got.State.Health == nil; got = mcptest.Call[info](t, cs, "server_info", nil) {
 		require.False(t, time.Now().After(deadline), "no health result in server_info after %v", hangAfter)
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -215,6 +187,6 @@ func TestServerInfoShowsHealth(t *testing.T) {
 	st, err := statefile.Read(filepath.Join(home, statefile.FileName))
 	require.NoError(t, err)
 	require.NotEmpty(t, st.Token)
-	res := callTool(t, cs, "server_info", nil)
-	assert.NotContains(t, text(res), st.Token)
+	res := mcptest.CallTool(t, cs, "server_info", nil)
+	assert.NotContains(t, mcptest.Text(res), st.Token)
 }

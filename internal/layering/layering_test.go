@@ -32,6 +32,8 @@ var allowed = map[string][]string{
 	"crashtest": {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios and the bare benchmark server.
 	"internal/helios": {"atomicfile", "bootstrap", "lifecycle", "statefile"},
+	// helpers for tests that drive MCP servers.
+	"internal/mcptest": {},
 }
 
 // thirdParty lists which module packages may import a given third-party
@@ -42,7 +44,7 @@ var thirdParty = map[string][]string{
 	"gopkg.in/yaml.v3":                        {"atomicfile", "bootstrap", "recovery", "lifecycle"},
 	"github.com/nightlyone/lockfile":          {"lifecycle"},
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
-	"github.com/modelcontextprotocol/go-sdk/": {"internal/mcpserve", "lifecycle", "internal/helios"},
+	"github.com/modelcontextprotocol/go-sdk/": {"internal/mcpserve", "lifecycle", "internal/helios", "internal/mcptest"},
 }
 
 func TestImportsPointDown(t *testing.T) {
