@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -273,6 +274,22 @@ func TestRunLocked(t *testing.T) {
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, os.Getpid(), le.PID)
 	assert.True(t, r.state(t).Ours(), "the holder's state file is untouched")
+}
+
+// TestRunNewServerFails: Run returns NewServer's error and leaves no state
+// file, no registry entry and no lock behind.
+func TestRunNewServerFails(t *testing.T) {
+	opts := options(t)
+	boom := errors.New("boom")
+	opts.NewServer = func(*lifecycle.Env) (*mcp.Server, error) { return nil, boom }
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	require.ErrorIs(t, h.Run(t.Context()), boom)
+	assert.NoFileExists(t, filepath.Join(opts.Home, statefile.FileName))
+	assert.NoFileExists(t, opts.Registry)
+	l, err := lifecycle.TryLock(opts.Home)
+	require.NoError(t, err, "unlocked")
+	l.Unlock()
 }
 
 // TestRunCommitsAtShutdown: a config file edited by hand while the server
