@@ -264,10 +264,11 @@ func (s *Store) write(fn func() error) error {
 }
 
 // cleanTemps removes the temporary object and pack files go-git leaves
-// when a write is interrupted.
+// when a write is interrupted, and the temporary files of the atomic
+// writes of refs, the stamp and the index, anywhere in .git.
 func (s *Store) cleanTemps() error {
 	objects := filepath.Join(s.gitDir, "objects")
-	return filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -275,12 +276,13 @@ func (s *Store) cleanTemps() error {
 			return err
 		}
 		name := d.Name()
-		if d.Type().IsRegular() && (strings.HasPrefix(name, "tmp_obj_") || strings.HasPrefix(name, "tmp_pack_") ||
-			strings.HasPrefix(name, "tmp_idx_") || atomicfile.IsTemp(name)) {
+		goGitTemp := strings.HasPrefix(name, "tmp_obj_") || strings.HasPrefix(name, "tmp_pack_") || strings.HasPrefix(name, "tmp_idx_")
+		inObjects := strings.HasPrefix(p, objects+string(filepath.Separator))
+		if d.Type().IsRegular() && ((inObjects && goGitTemp) || atomicfile.IsTemp(name)) {
 			if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			s.repaired("removed %s, an object write a crash interrupted", s.rel(p))
+			s.repaired("removed %s, the temporary file of a write a crash interrupted", s.rel(p))
 		}
 		return nil
 	})

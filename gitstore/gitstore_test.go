@@ -263,6 +263,44 @@ func TestOpenRepairs(t *testing.T) {
 	}
 }
 
+// TestOpenRemovesAtomicTemps: a kill inside an atomic write of a ref, the
+// stamp or the index leaves its temporary file in .git (found by the crash
+// suite); Open removes it, and a read-only Open only lists it.
+func TestOpenRemovesAtomicTemps(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	write(t, dir, "a.yaml", "a: 1\n")
+	_, err = s.Commit("one")
+	require.NoError(t, err)
+	s.Close()
+	gitDir := filepath.Join(dir, ".git")
+	temps := []string{
+		filepath.Join(gitDir, ".index375928317861124411"),
+		filepath.Join(gitDir, ".mcpkeep-head5121365338946438141"),
+		filepath.Join(gitDir, "refs", "heads", ".main8674665223082153551"),
+	}
+	for _, p := range temps {
+		require.NoError(t, os.WriteFile(p, []byte("partial"), 0o600))
+	}
+
+	ro, err := gitstore.Open(dir, &gitstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	assert.Len(t, ro.Repairs(), len(temps))
+	ro.Close()
+	for _, p := range temps {
+		assert.FileExists(t, p, "a read-only Open removes nothing")
+	}
+
+	s, err = gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Len(t, s.Repairs(), len(temps))
+	for _, p := range temps {
+		assert.NoFileExists(t, p)
+	}
+}
+
 func TestLocksKeptWithoutHoldsLock(t *testing.T) {
 	dir := t.TempDir()
 	s, err := gitstore.Init(dir, nil)
