@@ -97,6 +97,20 @@ func TestRunFindsAndFixes(t *testing.T) {
 			},
 		},
 		{
+			// A kill while an upgrade copies config/ into backups/ (found
+			// by the crash suite): the copy's .git is not gitstore's.
+			name: "orphan temp in a backup's .git",
+			plant: func(t *testing.T, home string) {
+				put(t, home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e5139064717966035645", []byte("half"))
+				put(t, home, "backups/upgrade-v1-x/.git/HEAD", []byte("ref: refs/heads/main\n"))
+			},
+			kinds: []string{recovery.KindOrphanTemp},
+			check: func(t *testing.T, home string, r recovery.Report) {
+				assert.NoFileExists(t, filepath.Join(home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e5139064717966035645"))
+				assert.Equal(t, "ref: refs/heads/main\n", read(t, home, "backups/upgrade-v1-x/.git/HEAD"), "only temp files are removed")
+			},
+		},
+		{
 			name:  "stale git lock",
 			plant: func(t *testing.T, home string) { put(t, home, "config/.git/index.lock", nil) },
 			kinds: []string{recovery.KindStaleGitLock},

@@ -81,14 +81,17 @@ func (r *runner) rel(abs string) string {
 }
 
 // temps removes the temporary files a crash left anywhere in the home,
-// except inside .git (gitstore cleans its own).
+// except inside the config repository's .git (gitstore cleans its own).
+// Copies of config/ in backups/ have a .git too: their temporaries are
+// removed here.
 func (r *runner) temps(context.Context) error {
+	configGit := filepath.Join(r.home, ConfigDir, ".git")
 	return filepath.WalkDir(r.home, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" {
+			if p == configGit {
 				return filepath.SkipDir
 			}
 			return nil
