@@ -356,6 +356,31 @@ func commitMessages(t *testing.T, home string) []string {
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
+// TestUpgradeKilledDuringBackup: a kill while config/ is copied into
+// backups/ must not leave an incomplete copy that looks like a backup
+// (found by the crash suite); the next Ensure upgrades with one whole one.
+func TestUpgradeKilledDuringBackup(t *testing.T) {
+	home := copyFixture(t, "needs-upgrade", true)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperEnsure$")
+	// The upgrade's first atomic writes are the backup's files.
+	cmd.Env = append(os.Environ(), homeEnv+"="+home, "BOOTSTRAP_UPGRADE=1", failpoint.EnvVar+"=atomicfile.before-rename=kill@3")
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Run(), &ee)
+	require.True(t, ee.Sys().(syscall.WaitStatus).Signaled(), "killed during the backup")
+	partial, _ := filepath.Glob(filepath.Join(home, "backups", "upgrade-v1-*"))
+	require.Len(t, partial, 1, "the interrupted copy")
+
+	res, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, func(context.Context, string) error { return nil }))
+	require.NoError(t, err)
+	assert.True(t, res.Upgraded)
+	backups, _ := filepath.Glob(filepath.Join(home, "backups", "upgrade-v1-*"))
+	require.Len(t, backups, 1, "only the whole backup: %v", backups)
+	assert.NotEqual(t, partial[0], backups[0])
+	b, err := os.ReadFile(filepath.Join(backups[0], "prefs.yaml"))
+	require.NoError(t, err)
+	assert.Equal(t, "tone: neutral\n", string(b), "the backup holds config/ as it was")
+}
+
 func TestSpecErrors(t *testing.T) {
 	_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{})
 	assert.Error(t, err)

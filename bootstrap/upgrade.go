@@ -53,9 +53,21 @@ func (e *ensurer) upgrade(ctx context.Context, from int) (string, error) {
 	if err := e.makeDirs(); err != nil {
 		return "", err
 	}
+	if err := e.removePartialBackups(); err != nil {
+		return "", err
+	}
+	// The backup is copied under a .partial name and renamed when whole,
+	// so a crash during the copy never leaves what looks like a backup.
 	rel := filepath.Join(BackupsDir, fmt.Sprintf("upgrade-v%d-%s", from, time.Now().UTC().Format("20060102T150405.000000000Z")))
-	if err := copyTree(e.config, filepath.Join(e.spec.Home, rel)); err != nil {
+	abs := filepath.Join(e.spec.Home, rel)
+	if err := copyTree(e.config, abs+partialSuffix); err != nil {
 		return "", fmt.Errorf("bootstrap: back up %s before upgrading: %w", e.config, err)
+	}
+	if err := os.Rename(abs+partialSuffix, abs); err != nil {
+		return "", fmt.Errorf("bootstrap: back up %s before upgrading: %w", e.config, err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(abs)); err != nil {
+		return "", err
 	}
 	j := upgrading{Backup: rel, From: from, To: e.spec.Schema}
 	if err := atomicfile.WriteJSON(filepath.Join(e.spec.Home, upgradingFile), j, 0o600); err != nil {
@@ -99,6 +111,30 @@ func (e *ensurer) upgrade(ctx context.Context, from int) (string, error) {
 		return fail("commit", whole, err)
 	}
 	return hash, nil
+}
+
+// partialSuffix marks an upgrade backup still being copied.
+const partialSuffix = ".partial"
+
+// removePartialBackups removes the upgrade backups a crash interrupted
+// while they were being copied. Each is an incomplete copy of config/,
+// which the upgrade had not touched yet: nothing in it is lost.
+func (e *ensurer) removePartialBackups() error {
+	backups := filepath.Join(e.spec.Home, BackupsDir)
+	partial, err := filepath.Glob(filepath.Join(backups, "upgrade-v*"+partialSuffix))
+	if err != nil {
+		return err
+	}
+	for _, p := range partial {
+		e.log.Warn("removing an upgrade backup a crash interrupted; config/ was not yet changed", "path", p)
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	if len(partial) == 0 {
+		return nil
+	}
+	return atomicfile.SyncDir(backups)
 }
 
 // restore puts config/ back as it was in the backup j names. The config/
