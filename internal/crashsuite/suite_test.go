@@ -1,0 +1,384 @@
+package crashsuite_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/crashtest"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// crashesEnv is the environment variable that sets the number of crashes.
+const crashesEnv = "MCPKEEP_CRASHES"
+
+// count returns the number in the environment variable env, or def, or
+// short under -short.
+func count(t *testing.T, env string, def, short int) int {
+	t.Helper()
+	if v := os.Getenv(env); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, "%s=%q: want a whole number", env, v)
+		require.Positive(t, n, "%s=%q: want at least 1", env, v)
+		return n
+	}
+	if testing.Short() {
+		return short
+	}
+	return def
+}
+
+// TestCrashSuite crashes helios at every failpoint, then at random, and
+// checks the invariants after every crash. See the package documentation.
+func TestCrashSuite(t *testing.T) {
+	s := newSuite(t)
+	n := count(t, crashesEnv, 100, 15)
+	began := time.Now()
+	sum, err := crashtest.Run(t.Context(), t, s.plan(n))
+	require.NoError(t, err)
+	t.Logf("crash suite: %d iterations in %v; random kills landed: %s", sum.Iterations, time.Since(began).Round(time.Second), s.landed())
+
+	assert.NoError(t, sum.Err())
+	// The coverage test: a failpoint in failpoint.Names that the suite
+	// does not crash fails the build's tests.
+	assert.Empty(t, sum.Unfired, "failpoints armed but never fired: give them a workload in reach()")
+	assert.Equal(t, len(failpoint.Names), sum.Failpoints, "every failpoint in failpoint.Names must fire")
+}
+
+// TestPlanArmsEveryFailpoint keeps the plan honest without running it:
+// every name in failpoint.Names is armed, and only those.
+func TestPlanArmsEveryFailpoint(t *testing.T) {
+	s := &suite{}
+	for _, n := range []int{1, 100, 2000} {
+		plan := s.plan(n)
+		armed := map[string]bool{}
+		for _, name := range plan.Failpoints {
+			armed[name] = true
+		}
+		assert.ElementsMatch(t, failpoint.Names, slices.Collect(maps.Keys(armed)), "crashes %d", n)
+		assert.GreaterOrEqual(t, max(n, len(plan.Failpoints)), len(failpoint.Names))
+	}
+}
+
+// A workload is the home a failpoint iteration crashes helios on.
+type workload int
+
+const (
+	onMain    workload = iota // the suite's home, installed and clean
+	onFresh                   // a fresh home: the server installs it
+	onPending                 // the suite's home after a crash mid-update: start-up rolls it back
+	onPacked                  // a home past the pack threshold: the first commit packs
+	onUpgrade                 // a helios home heliosnext upgrades to schema 2
+)
+
+func (w workload) String() string {
+	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade"}[w]
+}
+
+// reach returns the workloads that reach failpoint name, tried in turn
+// round by round, and how many times at least the failpoint-iteration
+// workload (start, three or more updates, stdin EOF) hits it, which bounds
+// the N of kill@N in rounds after the first. A point not listed here gets
+// onMain and one hit; if that does not reach it, TestCrashSuite fails.
+func reach(name string) (homes []workload, hits int) {
+	switch {
+	case name == "gitstore.before-pack":
+		return []workload{onPacked}, 1
+	case name == "bootstrap.before-migration", name == "bootstrap.after-migration":
+		return []workload{onUpgrade}, 1
+	case name == "bootstrap.before-stamp":
+		return []workload{onMain, onFresh, onPending}, 1
+	case strings.HasPrefix(name, "bootstrap."):
+		return []workload{onFresh}, 1
+	case name == "recovery.during-rollback":
+		return []workload{onPending}, 1
+	case name == "statefile.registry-locked":
+		return []workload{onMain}, 2 // register, unregister
+	case strings.HasPrefix(name, "atomicfile."):
+		return []workload{onMain, onFresh, onPending}, 20
+	case strings.HasPrefix(name, "gitstore."), strings.HasPrefix(name, "recovery."):
+		return []workload{onMain, onFresh}, 3 // one commit and one checkpoint per update
+	case name == "lifecycle.before-shutdown-commit":
+		return []workload{onMain}, 1
+	case strings.HasPrefix(name, "lifecycle."):
+		return []workload{onMain, onFresh, onPending}, 1
+	}
+	return []workload{onMain}, 1
+}
+
+// Random-kill scenarios and their weights.
+var scenarios = []struct {
+	name   string
+	weight int
+}{
+	{"stream", 40},    // kill while update_preference calls stream
+	{"recovery", 15},  // kill while the start repairs a crash mid-update
+	{"bootstrap", 10}, // kill while a fresh home is installed
+	{"eof", 10},       // calls in flight, stdin closed: kill during drain and shutdown
+	{"sigterm", 10},   // calls in flight, SIGTERM: kill during drain and shutdown
+	{"pack", 5},       // kill while the first commit past the threshold packs
+	{"upgrade", 10},   // kill while heliosnext migrates a helios home
+}
+
+func pickScenario(sched *crashtest.Schedule) string {
+	total := 0
+	for _, s := range scenarios {
+		total += s.weight
+	}
+	n := sched.Intn(total)
+	for _, s := range scenarios {
+		if n < s.weight {
+			return s.name
+		}
+		n -= s.weight
+	}
+	panic("unreachable")
+}
+
+// holdShutdown arms a sleep in the last step of shutdown (the second
+// registry update, the unregister), so a kill sent during shutdown lands
+// there rather than after a clean exit: every eof and sigterm iteration is
+// a crash.
+const holdShutdown = "statefile.registry-locked=sleep(30s)@2"
+
+// prepPoints leave a home with an update interrupted after its checkpoint
+// was written, for start-up recovery to roll back.
+var prepPoints = []string{
+	"recovery.before-done=kill", "gitstore.before-ref=kill", "gitstore.before-index=kill",
+	"gitstore.before-stamp=kill", "atomicfile.before-dir-fsync=kill@7",
+}
+
+// sentUpdate is an update call whose response has not been read yet.
+type sentUpdate struct {
+	id int64
+	u  update
+}
+
+// suite is the state of one TestCrashSuite run. Iterations run one at a
+// time, so it needs no lock.
+type suite struct {
+	t        *testing.T
+	bin      binSet
+	dir      string // homes, the registry
+	checker  checker
+	main     *home // the home most iterations crash on
+	homes    int
+	packed   *home // the template behind onPacked, made once
+	cur      *iteration
+	landings map[string]int
+}
+
+// iteration is what the Plan's functions share about the iteration in
+// progress.
+type iteration struct {
+	home     *home
+	kind     string // "failpoint" or the random scenario
+	scenario string // described for violations
+	client   *rpc
+	serving  bool // the crashed server answered initialize
+	burst    []sentUpdate
+	live     []error // violations the restart's checks found while it served
+	failed   bool    // a violation: the next iteration starts on a fresh home
+}
+
+func newSuite(t *testing.T) *suite {
+	dir := t.TempDir()
+	s := &suite{t: t, bin: binaries(t), dir: dir, landings: map[string]int{}}
+	s.checker = checker{mcpkeep: s.bin.mcpkeep, registry: dir + "/registry/servers.json"}
+	s.main = s.newHome()
+	return s
+}
+
+func (s *suite) newHome() *home {
+	s.homes++
+	return newHome(fmt.Sprintf("%s/home-%d", s.dir, s.homes))
+}
+
+// replaceMain makes h the suite's home and removes the old one.
+func (s *suite) replaceMain(h *home) {
+	if s.main != nil && s.main != h {
+		os.RemoveAll(s.main.dir)
+	}
+	s.main = h
+}
+
+func (s *suite) plan(n int) crashtest.Plan {
+	rounds := max(1, n/50)
+	var fps []string
+	for range rounds {
+		fps = append(fps, failpoint.Names...)
+	}
+	return crashtest.Plan{
+		Iterations:    n,
+		Failpoints:    fps,
+		MaxDelay:      120 * time.Millisecond,
+		Timeout:       2 * time.Minute,
+		MaxViolations: 10,
+		Start:         s.start,
+		Drive:         s.drive,
+		Restart:       s.restart,
+		Check:         s.check,
+	}
+}
+
+func (s *suite) cmd(h *home, failpoints string) crashtest.Cmd {
+	path := s.bin.helios
+	if h.next {
+		path = s.bin.next
+	}
+	return crashtest.Cmd{Path: path, Args: []string{"--home", h.dir, "--registry", s.checker.registry}, Failpoints: failpoints}
+}
+
+// begin retires the last iteration's extra home and starts a new record.
+func (s *suite) begin(it *crashtest.Iteration, kind, scenario string) {
+	if it.N > 0 && it.N%100 == 0 {
+		s.t.Logf("crash suite: iteration %d", it.N)
+	}
+	if last := s.cur; last != nil {
+		if last.home != s.main {
+			os.RemoveAll(last.home.dir)
+		}
+		if last.failed {
+			s.t.Logf("crash suite: iteration %d left a violation in %s; going on with a fresh home", it.N-1, s.main.dir)
+			s.main = s.newHome()
+		}
+	}
+	s.cur = &iteration{home: s.main, kind: kind, scenario: scenario}
+}
+
+func (s *suite) start(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+	var p *crashtest.Process
+	var err error
+	if it.Failpoint != "" {
+		p, err = s.startFailpoint(ctx, it)
+	} else {
+		p, err = s.startRandom(ctx, it)
+	}
+	if err != nil {
+		s.cur.failed = true
+		return nil, fmt.Errorf("%s: %w", s.cur.scenario, err)
+	}
+	return p, nil
+}
+
+func (s *suite) startFailpoint(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+	homes, hits := reach(it.Failpoint)
+	round := it.N / len(failpoint.Names)
+	w := homes[round%len(homes)]
+	spec := it.Failpoints
+	if round > 0 && hits > 1 {
+		spec = fmt.Sprintf("%s=kill@%d", it.Failpoint, 1+it.Schedule.Intn(hits))
+	}
+	s.begin(it, "failpoint", spec+" on "+w.String())
+	var err error
+	switch w {
+	case onFresh:
+		s.replaceMain(s.newHome())
+		s.cur.home = s.main
+	case onPending:
+		err = s.prepCrash(ctx, s.main, it)
+	case onPacked:
+		err = s.usePacked(ctx)
+	case onUpgrade:
+		s.cur.home, err = s.upgradeHome()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.launch(ctx, spec)
+}
+
+func (s *suite) launch(ctx context.Context, failpoints string) (*crashtest.Process, error) {
+	p, err := crashtest.Start(ctx, s.cmd(s.cur.home, failpoints))
+	if err != nil {
+		return nil, err
+	}
+	s.cur.client = newRPC(p.Stdin(), p.Stdout())
+	return p, nil
+}
+
+func (s *suite) startRandom(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+	sc := pickScenario(it.Schedule)
+	s.begin(it, sc, "random kill: "+sc)
+	var err error
+	switch sc {
+	case "recovery":
+		err = s.prepCrash(ctx, s.main, it)
+	case "bootstrap":
+		s.replaceMain(s.newHome())
+		s.cur.home = s.main
+	case "pack":
+		err = s.usePacked(ctx)
+	case "upgrade":
+		s.cur.home, err = s.upgradeHome()
+	}
+	if err != nil {
+		return nil, err
+	}
+	fps := ""
+	if sc == "eof" || sc == "sigterm" {
+		fps = holdShutdown
+	}
+	p, err := s.launch(ctx, fps)
+	if err != nil {
+		return nil, err
+	}
+	switch sc {
+	case "stream", "pack":
+		err = s.handshake()
+	case "eof", "sigterm":
+		err = s.burstThenStop(p, it, sc)
+	}
+	if err != nil {
+		p.Kill()
+		p.Wait()
+		return nil, fmt.Errorf("%s: %w; stderr:\n%s", sc, err, p.Stderr())
+	}
+	return p, nil
+}
+
+// handshake runs initialize on the iteration's server.
+func (s *suite) handshake() error {
+	if err := s.cur.client.initialize(); err != nil {
+		return err
+	}
+	s.cur.serving = true
+	return nil
+}
+
+// burstThenStop sends a few update calls at once (distinct slots, so their
+// order does not matter) and stops the server with them in flight.
+func (s *suite) burstThenStop(p *crashtest.Process, it *crashtest.Iteration, how string) error {
+	if err := s.handshake(); err != nil {
+		return err
+	}
+	h, c := s.cur.home, s.cur.client
+	used := map[string]bool{}
+	for range 1 + it.Schedule.Intn(5) {
+		u := h.newUpdate(it.Schedule, fmt.Sprintf("i%d", it.N))
+		if used[u.slot()] {
+			continue
+		}
+		used[u.slot()] = true
+		h.sent(u)
+		id, err := c.sendTool("update_preference", u)
+		if err != nil {
+			return err
+		}
+		s.cur.burst = append(s.cur.burst, sentUpdate{id, u})
+	}
+	if how == "eof" {
+		return p.Stdin().Close()
+	}
+	return syscall.Kill(p.Pid(), syscall.SIGTERM)
+}
