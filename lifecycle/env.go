@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
@@ -58,21 +59,32 @@ func (e *Env) Update(ctx context.Context, msg string, paths []string, write func
 	}
 	cp, err := recovery.Begin(e.Home, msg, abs...)
 	if err != nil {
-		return "", err
+		return "", e.failed(msg, abs, "unchanged", err)
 	}
 	hash, err := e.writeAndCommit(msg, write)
 	if err != nil {
 		if rerr := cp.Rollback(); rerr != nil {
-			return "", errors.Join(err, fmt.Errorf("roll back %q: %w", msg, rerr))
+			return "", e.failed(msg, abs, "possibly changed until the next start rolls it back",
+				errors.Join(err, fmt.Errorf("roll back %q: %w", msg, rerr)))
 		}
-		return "", err
+		return "", e.failed(msg, abs, "unchanged", err)
 	}
 	if err := cp.Done(); err != nil {
 		// The commit is durable; a leftover checkpoint would roll it back
 		// at the next start, so report the failure loudly.
-		return hash, fmt.Errorf("lifecycle: %q committed as %s but its checkpoint could not be closed: %w", msg, hash, err)
+		return hash, withRemedy(fmt.Errorf("lifecycle: %q committed as %s but its checkpoint could not be closed: %w", msg, hash, err), e.Home)
 	}
 	return hash, nil
+}
+
+// failed describes an update that did not happen: what it was, the files
+// it touched and what became of them, and, for a disk or permission error,
+// what to do about it.
+func (e *Env) failed(msg string, files []string, fate string, err error) error {
+	if r := remedy(err, e.Home); r != "" {
+		return fmt.Errorf("%s failed, %s %s; %s: %w", msg, strings.Join(files, ", "), fate, r, err)
+	}
+	return err
 }
 
 func (e *Env) writeAndCommit(msg string, write func() error) (string, error) {

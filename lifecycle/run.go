@@ -46,9 +46,17 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	o, log := &h.opts, h.log
 	lock, err := TryLock(o.Home)
 	if err != nil {
+		if !errors.Is(err, ErrLocked) && !errors.Is(err, fs.ErrPermission) { // those say what to do
+			err = withRemedy(err, o.Home)
+		}
 		return err
 	}
 	defer func() { err = errors.Join(err, lock.Unlock()) }()
+	defer func() {
+		if err != nil {
+			err = withRemedy(err, o.Home)
+		}
+	}()
 	for _, r := range lock.Reclaimed() {
 		log.Warn("reclaimed a stale lock", "detail", r)
 	}

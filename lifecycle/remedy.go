@@ -1,0 +1,33 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+)
+
+// remedy says what a person can do about err when it is a file system
+// error a disk or an administrator causes (full, read-only, permissions,
+// I/O), or returns "" for any other error.
+func remedy(err error, home string) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Sprintf("the disk holding %s is full: free some space, then retry", home)
+	case errors.Is(err, syscall.EROFS):
+		return fmt.Sprintf("the file system holding %s is read-only: remount it read-write, then retry", home)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("permission denied: run the server as the owner of %s, or give that user back the file named here", home)
+	case errors.Is(err, syscall.EIO):
+		return fmt.Sprintf("I/O error: the disk may be failing: check the kernel log (dmesg), copy %s somewhere safe, then run `mcpkeep doctor --home %s`", home, home)
+	}
+	return ""
+}
+
+// withRemedy prefixes err with its remedy, if it has one.
+func withRemedy(err error, home string) error {
+	if r := remedy(err, home); r != "" {
+		return fmt.Errorf("%s: %w", r, err)
+	}
+	return err
+}

@@ -1,0 +1,55 @@
+package lifecycle_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+)
+
+// openUpdateHome installs a home with config/a.yaml = "a: 0" and opens it
+// for Env.Update.
+func openUpdateHome(t *testing.T) (*lifecycle.Env, string) {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{Home: home, Schema: 1,
+		Defaults: fstest.MapFS{"a.yaml": {Data: []byte("a: 0\n")}}})
+	require.NoError(t, err)
+	env, closeEnv, err := lifecycle.OpenHome(home, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { closeEnv() })
+	return env, filepath.Join(env.ConfigDir, "a.yaml")
+}
+
+func writeA(path, value string) func() error {
+	return func() error { return atomicfile.WriteFile(path, []byte("a: "+value+"\n"), 0) }
+}
+
+// TestUpdateErrorSaysWhatToDo: an update failed by a disk error names the
+// update, its files and what became of them, and the remedy.
+func TestUpdateErrorSaysWhatToDo(t *testing.T) {
+	env, path := openUpdateHome(t)
+	t.Cleanup(func() { failpoint.Set("") })
+	require.NoError(t, failpoint.Set("gitstore.before-ref=error"))
+
+	_, err := env.Update(t.Context(), "set a", []string{"a.yaml"}, writeA(path, "1"))
+	require.ErrorIs(t, err, syscall.EIO)
+	require.ErrorIs(t, err, failpoint.ErrInjected)
+	assert.Contains(t, err.Error(), "set a failed, "+path+" unchanged; I/O error: the disk may be failing")
+	b, rerr := os.ReadFile(path)
+	require.NoError(t, rerr)
+	assert.Equal(t, "a: 0\n", string(b), "rolled back")
+
+	_, err = env.Update(t.Context(), "bad", []string{"a.yaml"}, func() error { return errors.New("not a disk error") })
+	assert.EqualError(t, err, "not a disk error", "other errors are left as they are")
+}
