@@ -32,8 +32,11 @@ type Env struct {
 	Boot      bootstrap.Result
 	Report    recovery.Report // what start-up recovery found and did
 
-	mu    sync.Mutex             // one update at a time: the home has one writer
-	state func() statefile.State // nil outside a Harness
+	mu sync.Mutex // one update at a time: the home has one writer
+	// unclosed closes the checkpoint of a failed Update that could not be
+	// closed (its rollback or its Done failed); see settle.
+	unclosed func() error
+	state    func() statefile.State // nil outside a Harness
 }
 
 // Update makes one durable, all-or-nothing change to config files. It
@@ -42,8 +45,11 @@ type Env struct {
 // message msg, and ends the checkpoint. It returns the new commit hash, or ""
 // when write changed nothing. If write or the commit fails, the files are
 // put back as they were and the error is returned; if the process dies
-// instead, the next start's recovery puts them back. Updates are serialized.
-// write should replace files with atomicfile.
+// instead, the next start's recovery puts them back. If even putting them
+// back fails (a disk error), every later Update and Commit first retries
+// it, and fails until it succeeds: the open checkpoint would otherwise roll
+// back their changes at the next start. Updates are serialized. write
+// should replace files with atomicfile.
 func (e *Env) Update(ctx context.Context, msg string, paths []string, write func() error) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -57,6 +63,9 @@ func (e *Env) Update(ctx context.Context, msg string, paths []string, write func
 		}
 		abs[i] = filepath.Join(e.ConfigDir, filepath.FromSlash(p))
 	}
+	if err := e.settle(); err != nil {
+		return "", e.failed(msg, abs, "unchanged", err)
+	}
 	cp, err := recovery.Begin(e.Home, msg, abs...)
 	if err != nil {
 		return "", e.failed(msg, abs, "unchanged", err)
@@ -64,14 +73,17 @@ func (e *Env) Update(ctx context.Context, msg string, paths []string, write func
 	hash, err := e.writeAndCommit(msg, write)
 	if err != nil {
 		if rerr := cp.Rollback(); rerr != nil {
-			return "", e.failed(msg, abs, "possibly changed until the next start rolls it back",
+			e.unclosed = cp.Rollback
+			return "", e.failed(msg, abs, "not yet put back (the next update, or the next start, puts it back)",
 				errors.Join(err, fmt.Errorf("roll back %q: %w", msg, rerr)))
 		}
 		return "", e.failed(msg, abs, "unchanged", err)
 	}
 	if err := cp.Done(); err != nil {
 		// The commit is durable; a leftover checkpoint would roll it back
-		// at the next start, so report the failure loudly.
+		// at the next start, so report the failure loudly, and close it
+		// before any other change.
+		e.unclosed = cp.Done
 		return hash, withRemedy(fmt.Errorf("lifecycle: %q committed as %s but its checkpoint could not be closed: %w", msg, hash, err), e.Home)
 	}
 	return hash, nil
@@ -87,6 +99,21 @@ func (e *Env) failed(msg string, files []string, fate string, err error) error {
 	return err
 }
 
+// settle closes the checkpoint a failed Update left open, retrying the
+// rollback or the Done that failed. Until it is closed no other change may
+// be made: the next start rolls back every open checkpoint, and would take
+// the later changes with it.
+func (e *Env) settle() error {
+	if e.unclosed == nil {
+		return nil
+	}
+	if err := e.unclosed(); err != nil {
+		return fmt.Errorf("lifecycle: a failed earlier update left its checkpoint open and it still cannot be closed, so no other change is made until it is: %w", err)
+	}
+	e.unclosed = nil
+	return nil
+}
+
 func (e *Env) writeAndCommit(msg string, write func() error) (string, error) {
 	if err := write(); err != nil {
 		return "", err
@@ -100,6 +127,9 @@ func (e *Env) writeAndCommit(msg string, write func() error) (string, error) {
 func (e *Env) Commit(msg string) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.settle(); err != nil {
+		return "", withRemedy(err, e.Home)
+	}
 	return e.Store.Commit(msg)
 }
 

@@ -15,11 +15,12 @@ import (
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/recovery"
 )
 
 // openUpdateHome installs a home with config/a.yaml = "a: 0" and opens it
 // for Env.Update.
-func openUpdateHome(t *testing.T) (*lifecycle.Env, string) {
+func openUpdateHome(t *testing.T) (*lifecycle.Env, string, func() error) {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{Home: home, Schema: 1,
@@ -28,7 +29,7 @@ func openUpdateHome(t *testing.T) (*lifecycle.Env, string) {
 	env, closeEnv, err := lifecycle.OpenHome(home, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { closeEnv() })
-	return env, filepath.Join(env.ConfigDir, "a.yaml")
+	return env, filepath.Join(env.ConfigDir, "a.yaml"), closeEnv
 }
 
 func writeA(path, value string) func() error {
@@ -38,7 +39,7 @@ func writeA(path, value string) func() error {
 // TestUpdateErrorSaysWhatToDo: an update failed by a disk error names the
 // update, its files and what became of them, and the remedy.
 func TestUpdateErrorSaysWhatToDo(t *testing.T) {
-	env, path := openUpdateHome(t)
+	env, path, _ := openUpdateHome(t)
 	t.Cleanup(func() { failpoint.Set("") })
 	require.NoError(t, failpoint.Set("gitstore.before-ref=error"))
 
@@ -52,4 +53,44 @@ func TestUpdateErrorSaysWhatToDo(t *testing.T) {
 
 	_, err = env.Update(t.Context(), "bad", []string{"a.yaml"}, func() error { return errors.New("not a disk error") })
 	assert.EqualError(t, err, "not a disk error", "other errors are left as they are")
+}
+
+// TestFailedUpdateIsClosedBeforeTheNext: when a failed update cannot even
+// be rolled back (or an update's checkpoint cannot be closed), its
+// checkpoint stays open; the next start would roll it back and take every
+// later update with it. The next Update closes it first, so what it
+// acknowledges survives a restart (found writing the crash suite's fault
+// tests).
+func TestFailedUpdateIsClosedBeforeTheNext(t *testing.T) {
+	for _, tc := range []struct{ name, failpoints, first string }{
+		{"rollback fails", "gitstore.before-ref=error@1;recovery.during-rollback=error@1", "0"},
+		{"done fails", "recovery.before-done=error@1", "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, path, closeEnv := openUpdateHome(t)
+			t.Cleanup(func() { failpoint.Set("") })
+			require.NoError(t, failpoint.Set(tc.failpoints))
+			_, err := env.Update(t.Context(), "one", []string{"a.yaml"}, writeA(path, "1"))
+			require.ErrorIs(t, err, syscall.EIO)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, "a: "+tc.first+"\n", string(b))
+
+			hash, err := env.Update(t.Context(), "two", []string{"a.yaml"}, writeA(path, "2"))
+			require.NoError(t, err)
+			require.NotEmpty(t, hash)
+			require.NoError(t, closeEnv())
+
+			// The next start.
+			lock, err := lifecycle.TryLock(env.Home)
+			require.NoError(t, err)
+			defer lock.Unlock()
+			report, err := recovery.Run(t.Context(), recovery.Options{Home: env.Home})
+			require.NoError(t, err)
+			assert.True(t, report.Clean(), "%s", report)
+			b, err = os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, "a: 2\n", string(b), "the acknowledged update survives the restart")
+		})
+	}
 }
