@@ -48,8 +48,9 @@ type Checkpoint struct {
 // into <home>/checkpoints/ durably and returns the open checkpoint. A path
 // that does not exist yet is recorded as absent. Until Done, a crash means
 // the next Run restores every path to what Begin saw: a multi-file update is
-// all-or-nothing. Begin does not lock; the home's single writer calls it.
-func Begin(home, op string, paths ...string) (*Checkpoint, error) {
+// all-or-nothing. When Begin fails it removes what it wrote. Begin does not
+// lock; the home's single writer calls it.
+func Begin(home, op string, paths ...string) (_ *Checkpoint, err error) {
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
 	name := time.Now().UTC().Format("20060102T150405.000000000Z") + "-" + hex.EncodeToString(id)
@@ -57,6 +58,14 @@ func Begin(home, op string, paths ...string) (*Checkpoint, error) {
 	if err := atomicfile.MkdirAll(c.dir, 0o700); err != nil {
 		return nil, err
 	}
+	defer func() {
+		// Without its manifest the checkpoint changes nothing: a server that
+		// goes on serving after a full disk must not keep it until the
+		// next start.
+		if err != nil {
+			os.RemoveAll(c.dir)
+		}
+	}()
 	for i, p := range paths {
 		rel, abs, err := relPath(home, p)
 		if err != nil {

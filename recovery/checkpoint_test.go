@@ -203,3 +203,17 @@ func requireKilled(t *testing.T, err error, plan string) {
 	require.ErrorAs(t, err, &ee, "plan %s: the child was not killed (did the failpoint fire?)", plan)
 	require.Equal(t, syscall.SIGKILL, ee.Sys().(syscall.WaitStatus).Signal(), "plan %s", plan)
 }
+
+// TestBeginRemovesWhatItWroteOnError: a Begin that fails (a full disk
+// while saving a pre-image) leaves no checkpoint directory for the running
+// server to carry until its next start.
+func TestBeginRemovesWhatItWroteOnError(t *testing.T) {
+	home := newHome(t)
+	t.Cleanup(func() { failpoint.Set("") })
+	require.NoError(t, failpoint.Set("recovery.begin-after-preimage=error"))
+	_, err := recovery.Begin(home, "update", three...)
+	require.ErrorIs(t, err, syscall.EIO)
+	entries, err := os.ReadDir(filepath.Join(home, recovery.CheckpointsDir))
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
