@@ -31,3 +31,16 @@ func withRemedy(err error, home string) error {
 	}
 	return err
 }
+
+// Explain adds to err, when it is a disk or permission error (ENOSPC,
+// EDQUOT, EROFS, EACCES, EPERM, EIO), what a person can do about it: free
+// space, remount read-write, give the files back to the server's user, or
+// check the disk. Other errors, and nil, are returned as they are. Update
+// and Commit already explain their errors; use Explain for a tool's own
+// reads and writes.
+func (e *Env) Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	return withRemedy(err, e.Home)
+}

@@ -29,12 +29,16 @@ func TestRemedy(t *testing.T) {
 		{path(syscall.ENOENT), ""},
 		{errors.New("bad argument"), ""},
 	}
+	env := &Env{Home: "/h"}
 	for _, tc := range cases {
 		assert.Equal(t, tc.want, remedy(tc.err, "/h"), "%v", tc.err)
-		wrapped := withRemedy(tc.err, "/h")
-		assert.ErrorIs(t, wrapped, tc.err, "the cause stays matchable")
+		explained := env.Explain(tc.err)
+		assert.ErrorIs(t, explained, tc.err, "the cause stays matchable")
 		if tc.want == "" {
-			assert.Equal(t, tc.err, wrapped)
+			assert.Equal(t, tc.err, explained)
+		} else {
+			assert.Equal(t, tc.want+": "+tc.err.Error(), explained.Error())
 		}
 	}
+	assert.NoError(t, env.Explain(nil))
 }

@@ -66,14 +66,27 @@ func checkPersonaName(name string) error {
 }
 
 // config reads and writes helios's files in one config directory.
-type config struct{ dir string }
+type config struct {
+	dir string
+	// explain adds the remedy to a disk or permission error; nil leaves
+	// errors as they are.
+	explain func(error) error
+}
+
+// wrap returns err explained, if there is an explain function.
+func (c config) wrap(err error) error {
+	if c.explain == nil || err == nil {
+		return err
+	}
+	return c.explain(err)
+}
 
 func (c config) path(rel string) string { return filepath.Join(c.dir, filepath.FromSlash(rel)) }
 
 func (c config) base() (Base, error) {
 	var b Base
 	err := atomicfile.ReadYAMLStrict(c.path(baseFile), &b)
-	return b, err
+	return b, c.wrap(err)
 }
 
 func (c config) persona(name string) (Persona, error) {
@@ -89,13 +102,13 @@ func (c config) persona(name string) (Persona, error) {
 	if p.Preferences == nil {
 		p.Preferences = map[string]string{}
 	}
-	return p, err
+	return p, c.wrap(err)
 }
 
 func (c config) personas() ([]string, error) {
 	entries, err := os.ReadDir(c.path(personasDir))
 	if err != nil {
-		return nil, err
+		return nil, c.wrap(err)
 	}
 	var names []string
 	for _, e := range entries {
@@ -133,7 +146,7 @@ func Validate(rel string, data []byte) error {
 
 // ValidateDir checks a whole config directory, after migrations.
 func ValidateDir(dir string) error {
-	c := config{dir}
+	c := config{dir: dir}
 	b, err := c.base()
 	if err != nil {
 		return err

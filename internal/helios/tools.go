@@ -72,7 +72,7 @@ type (
 // NewServer builds helios's MCP server on env: the tools read and write the
 // files under env.ConfigDir, every change through env.Update.
 func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
-	t := &tools{env: env, cfg: config{env.ConfigDir}}
+	t := &tools{env: env, cfg: config{dir: env.ConfigDir, explain: env.Explain}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: Version()}, &mcp.ServerOptions{
 		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
 		Logger:       env.Logger,
