@@ -21,6 +21,14 @@
 //
 //	crash suite: N crashes, K failpoints, 0 violations, seed S
 //
+// TestFaults injects real kernel errors into a running helios (ENOSPC from
+// a full tmpfs, EROFS from a read-only bind mount, EACCES as an
+// unprivileged user, EIO through the failpoint error action) and checks
+// that the tool error names the file and the remedy, the old bytes stay,
+// the server keeps serving, and what it acknowledged after the fault
+// survives a restart. The mount-based tests need root on Linux and skip
+// with the reason elsewhere.
+//
 // Environment: MCPKEEP_CRASHES sets the number of crashes (default 100, 15
 // with -short, never fewer than one per failpoint); MCPKEEP_CRASH_SEED
 // replays a run from the seed it printed.

@@ -1,0 +1,153 @@
+package crashsuite_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// server is one helios process a fault or bad-input test talks to over
+// stdio. Unlike crashtest.Process it can run as another user.
+type server struct {
+	cmd    *exec.Cmd
+	stdin  *os.File
+	rpc    *rpc
+	stderr syncBuffer
+	done   chan struct{}
+	err    error // valid once done is closed
+}
+
+// launchOpts are the optional parts of a launch.
+type launchOpts struct {
+	failpoints string              // MCPKEEP_FAILPOINTS
+	cred       *syscall.Credential // run as this user
+}
+
+// launch starts bin with args and stops it, if it still runs, when the
+// test ends. It does not talk to it.
+func launch(t *testing.T, bin string, args []string, o launchOpts) *server {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, args...)
+	cmd.Env = append(os.Environ(), failpoint.EnvVar+"="+o.failpoints)
+	if o.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: o.cred}
+	}
+	inR, inW, err := os.Pipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	s := &server{cmd: cmd, stdin: inW, rpc: newRPC(inW, outR), done: make(chan struct{})}
+	// *os.File ends go to the child as they are: Wait never closes the
+	// parent's read end under a reader.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, &s.stderr
+	require.NoError(t, cmd.Start())
+	inR.Close()
+	outW.Close()
+	go func() {
+		s.err = cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-s.done
+		inW.Close()
+		outR.Close()
+	})
+	return s
+}
+
+// serve launches bin and completes the MCP handshake.
+func serve(t *testing.T, bin string, args []string, o launchOpts) *server {
+	t.Helper()
+	s := launch(t, bin, args, o)
+	require.NoError(t, s.rpc.initialize(), "stderr:\n%s", s.stderr.String())
+	return s
+}
+
+// call calls a tool; the server must answer.
+func (s *server) call(t *testing.T, tool string, args any) *toolResult {
+	t.Helper()
+	r, err := s.rpc.call(tool, args)
+	require.NoError(t, err, "stderr:\n%s", s.stderr.String())
+	return r
+}
+
+// update calls update_preference.
+func (s *server) update(t *testing.T, persona, key, value string) *toolResult {
+	t.Helper()
+	return s.call(t, "update_preference", update{Persona: persona, Key: key, Value: value})
+}
+
+// commit returns the commit an update_preference result names.
+func commitOf(t *testing.T, r *toolResult) string {
+	t.Helper()
+	require.False(t, r.IsError, r.Text())
+	var out struct {
+		Commit string `json:"commit"`
+	}
+	require.NoError(t, json.Unmarshal(r.Structured, &out))
+	require.NotEmpty(t, out.Commit)
+	return out.Commit
+}
+
+// wait waits for the process to exit and returns its exit status.
+func (s *server) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-t.Context().Done():
+		t.Fatal("the server did not exit before the test's deadline")
+	}
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// stop closes stdin and requires a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	s.stdin.Close()
+	require.NoError(t, s.rpc.drain())
+	require.Equal(t, 0, s.wait(t), "exit status; stderr:\n%s", s.stderr.String())
+}
+
+// running reports whether the process has not exited.
+func (s *server) running() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// heliosArgs returns the arguments that run helios on home with a
+// registry in the test's temporary directory.
+func heliosArgs(t *testing.T, home string) []string {
+	return []string{"--home", home, "--registry", filepath.Join(t.TempDir(), "servers.json")}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
