@@ -21,19 +21,27 @@
 //
 //	crash suite: N crashes, K failpoints, 0 violations, seed S
 //
+// TestPowerCuts runs helios on a loop-mounted ext4 image and cuts the power
+// (EXT4_IOC_SHUTDOWN without flushing the journal) during its start or a
+// stream of acknowledged writes, then remounts, restarts and checks the
+// same invariants: unlike a SIGKILL, a power cut loses whatever was not
+// fsynced.
+//
 // TestFaults injects real kernel errors into a running helios (ENOSPC from
 // a full tmpfs, EROFS from a read-only bind mount, EACCES as an
 // unprivileged user, EIO through the failpoint error action) and checks
 // that the tool error names the file and the remedy, the old bytes stay,
 // the server keeps serving, and what it acknowledged after the fault
-// survives a restart. The mount-based tests need root on Linux and skip
-// with the reason elsewhere.
+// survives a restart.
 //
 // Environment: MCPKEEP_CRASHES sets the number of crashes (default 100, 15
-// with -short, never fewer than one per failpoint); MCPKEEP_CRASH_SEED
-// replays a run from the seed it printed.
+// with -short, never fewer than one per failpoint); MCPKEEP_POWER_CUTS the
+// number of power cuts (default 20, 3 with -short); MCPKEEP_CRASH_SEED
+// replays a run's schedule from the seed it printed. The fault and
+// power-cut tests need root on Linux, and the power cuts loop devices and
+// mkfs.ext4; they skip with the reason elsewhere.
 //
 // What it does not prove: that helios is correct where it does not go
-// through the harness, or that a write survives a power cut: a SIGKILL
-// leaves the page cache intact.
+// through the harness, or that a disk which lies about flushing its cache
+// keeps data: the power cuts stop ext4, not the device under it.
 package crashsuite

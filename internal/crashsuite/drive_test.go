@@ -38,7 +38,7 @@ func (s *suite) drive(ctx context.Context, it *crashtest.Iteration, p *crashtest
 			if s.cur.home.next {
 				err = s.cur.client.drain()
 			} else {
-				err = stream(s.cur.client, s.cur.home, it, tag, -1)
+				err = stream(s.cur.client, s.cur.home, it.Schedule, tag, -1)
 			}
 		}
 	}
@@ -61,7 +61,7 @@ func (s *suite) driveFailpoint(it *crashtest.Iteration, p *crashtest.Process, ta
 		return err
 	}
 	if !s.cur.home.next {
-		if err := stream(s.cur.client, s.cur.home, it, tag, 3+it.Schedule.Intn(3)); err != nil {
+		if err := stream(s.cur.client, s.cur.home, it.Schedule, tag, 3+it.Schedule.Intn(3)); err != nil {
 			return err
 		}
 	}
@@ -72,9 +72,9 @@ func (s *suite) driveFailpoint(it *crashtest.Iteration, p *crashtest.Process, ta
 // stream makes n update calls one at a time (all of them while the server
 // lives when n < 0), recording each in h. It returns errGone when the
 // server goes away, and another error for a violation.
-func stream(c *rpc, h *home, it *crashtest.Iteration, tag string, n int) error {
+func stream(c *rpc, h *home, sched *crashtest.Schedule, tag string, n int) error {
 	for i := 0; n < 0 || i < n; i++ {
-		u := h.newUpdate(it.Schedule, tag)
+		u := h.newUpdate(sched, tag)
 		h.sent(u)
 		r, err := c.call("update_preference", u)
 		if err != nil {
@@ -150,17 +150,28 @@ func (s *suite) landed() string {
 // answer, pass the checks made while it serves, and stop cleanly at stdin
 // EOF.
 func (s *suite) restart(ctx context.Context, it *crashtest.Iteration) error {
-	h := s.cur.home
-	p, err := crashtest.Start(ctx, s.cmd(h, ""))
+	live, err := restartServer(ctx, s.cmd(s.cur.home, ""), s.cur.home)
+	s.cur.live = live
 	if err != nil {
 		s.cur.failed = true
-		return err
+		return fmt.Errorf("%s: %w", s.cur.scenario, err)
 	}
-	fail := func(what string, err error) error {
-		s.cur.failed = true
+	return nil
+}
+
+// restartServer starts the server cmd describes on h, after a crash: it
+// must come up and answer a read, and stop cleanly at stdin EOF. It returns
+// what checkServing found while the server ran, and an error when the
+// start or the stop failed.
+func restartServer(ctx context.Context, cmd crashtest.Cmd, h *home) ([]error, error) {
+	p, err := crashtest.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(what string, err error) ([]error, error) {
 		p.Kill()
 		p.Wait()
-		return fmt.Errorf("%s: the start after the crash: %s: %w; stderr:\n%s", s.cur.scenario, what, err, p.Stderr())
+		return nil, fmt.Errorf("the start after the crash: %s: %w; stderr:\n%s", what, err, p.Stderr())
 	}
 	c := newRPC(p.Stdin(), p.Stdout())
 	if err := c.initialize(); err != nil {
@@ -177,16 +188,15 @@ func (s *suite) restart(ctx context.Context, it *crashtest.Iteration) error {
 	if r.IsError {
 		return fail(tool, errors.New(r.Text()))
 	}
-	s.cur.live = checkServing(h, p.Pid())
+	live := checkServing(h, p.Pid())
 	p.Stdin().Close()
 	if err := c.drain(); err != nil {
-		s.cur.live = append(s.cur.live, err)
+		live = append(live, err)
 	}
 	if err := p.Wait(); err != nil {
-		s.cur.failed = true
-		return fmt.Errorf("%s: the restarted server did not stop cleanly at stdin EOF: %w", s.cur.scenario, err)
+		return live, fmt.Errorf("the restarted server did not stop cleanly at stdin EOF: %w", err)
 	}
-	return nil
+	return live, nil
 }
 
 func (s *suite) check(ctx context.Context, it *crashtest.Iteration) error {
@@ -213,7 +223,7 @@ func (s *suite) prepCrash(ctx context.Context, h *home, it *crashtest.Iteration)
 	c := newRPC(p.Stdin(), p.Stdout())
 	err = c.initialize()
 	if err == nil {
-		err = stream(c, h, it, fmt.Sprintf("i%dp", it.N), 5)
+		err = stream(c, h, it.Schedule, fmt.Sprintf("i%dp", it.N), 5)
 	}
 	p.Kill()
 	p.Wait()

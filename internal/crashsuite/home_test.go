@@ -134,6 +134,12 @@ func (h *home) record(u update, commit string) {
 	h.acks = append(h.acks, ack{update: u, commit: commit})
 }
 
+// lostError is an acknowledged write a home no longer holds.
+type lostError struct{ err error }
+
+func (e *lostError) Error() string { return "lost an acknowledged write: " + e.err.Error() }
+func (e *lostError) Unwrap() error { return e.err }
+
 // checkServing checks what must hold once a restarted server (pid) is
 // serving: its start left no temporary file of a dead write, no open
 // checkpoint, and no state or PID file of a dead process.
@@ -299,8 +305,8 @@ func (h *home) checkDisk(disk map[string]map[string]string) []error {
 		name, key, _ := strings.Cut(k, ".")
 		got := disk[name][key]
 		if got != s.acked && !slices.Contains(s.pending, got) {
-			errs = append(errs, fmt.Errorf("%s: %s is %q on disk; want the acknowledged %q or one of %q sent after it",
-				personaFile(name), key, got, s.acked, s.pending))
+			errs = append(errs, &lostError{fmt.Errorf("%s: %s is %q on disk; want the acknowledged %q or one of %q sent after it",
+				personaFile(name), key, got, s.acked, s.pending)})
 		}
 	}
 	return errs
@@ -334,7 +340,7 @@ func (h *home) checkHistory(ctx context.Context) []error {
 	var errs []error
 	for _, a := range h.acks {
 		if !reachable[a.commit] {
-			errs = append(errs, fmt.Errorf("acknowledged commit %s (%s=%q) is not in the history of HEAD", a.commit, a.slot(), a.Value))
+			errs = append(errs, &lostError{fmt.Errorf("acknowledged commit %s (%s=%q) is not in the history of HEAD", a.commit, a.slot(), a.Value)})
 		}
 	}
 	fresh := h.acks[h.checked:]
@@ -353,14 +359,14 @@ func (h *home) checkHistory(ctx context.Context) []error {
 	for _, a := range fresh {
 		data, err := batchObject(r)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s at acknowledged commit %s: %w", personaFile(a.Persona), a.commit, err))
+			errs = append(errs, &lostError{fmt.Errorf("%s at acknowledged commit %s: %w", personaFile(a.Persona), a.commit, err)})
 			continue
 		}
 		var p persona
 		if err := yaml.Unmarshal(data, &p); err != nil {
-			errs = append(errs, fmt.Errorf("%s at acknowledged commit %s: %w", personaFile(a.Persona), a.commit, err))
+			errs = append(errs, &lostError{fmt.Errorf("%s at acknowledged commit %s: %w", personaFile(a.Persona), a.commit, err)})
 		} else if got := p.Preferences[a.Key]; got != a.Value {
-			errs = append(errs, fmt.Errorf("%s at acknowledged commit %s: %s is %q, want %q", personaFile(a.Persona), a.commit, a.Key, got, a.Value))
+			errs = append(errs, &lostError{fmt.Errorf("%s at acknowledged commit %s: %s is %q, want %q", personaFile(a.Persona), a.commit, a.Key, got, a.Value)})
 		}
 	}
 	return errs
