@@ -71,12 +71,10 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	}
 	log.Info("home ready", "state", boot.After.State.String(), "schema", boot.After.Schema, "boots", boot.After.Boots)
 
+	// recovery logs each finding, with its remedy.
 	report, err := recovery.Run(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, Logger: log})
 	if err != nil {
 		return err
-	}
-	for _, f := range report.Findings {
-		log.Warn("recovery", "kind", f.Kind, "path", f.Path, "action", f.Action, "detail", f.Detail)
 	}
 	configDir := filepath.Join(o.Home, "config")
 	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: log})

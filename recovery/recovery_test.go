@@ -1,9 +1,11 @@
 package recovery_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -275,4 +277,20 @@ func treeHash(t *testing.T, home string) string {
 	})
 	require.NoError(t, err)
 	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// TestFindingsAreLoggedWithTheirRemedy: a server logs what start-up
+// recovery did through Options.Logger, once per finding, and a finding
+// that needs the user says what to do.
+func TestFindingsAreLoggedWithTheirRemedy(t *testing.T) {
+	home := newHome(t)
+	put(t, home, "config/personas/new.yaml", fixture(t, "corrupt-base.yaml"))
+	var buf bytes.Buffer
+	r, err := recovery.Run(t.Context(), recovery.Options{Home: home, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	require.NoError(t, err)
+	require.Len(t, r.Findings, 1)
+	require.True(t, r.NeedsUser())
+	assert.Equal(t, 1, strings.Count(buf.String(), "msg=recovery"), buf.String())
+	assert.Contains(t, buf.String(), "kind=corrupt-config path=config/personas/new.yaml")
+	assert.Contains(t, buf.String(), `remedy="`+r.Findings[0].Remedy+`"`)
 }

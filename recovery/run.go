@@ -68,7 +68,11 @@ func (r *runner) add(f Finding) {
 	if r.opts.DryRun && f.Action != "none" && !strings.HasPrefix(f.Action, "would ") {
 		f.Action = "would be " + f.Action
 	}
-	r.log.Warn("recovery", "kind", f.Kind, "path", f.Path, "action", f.Action, "detail", f.Detail)
+	args := []any{"kind", f.Kind, "path", f.Path, "action", f.Action, "detail", f.Detail}
+	if f.Remedy != "" {
+		args = append(args, "remedy", f.Remedy)
+	}
+	r.log.Warn("recovery", args...)
 	r.report.Findings = append(r.report.Findings, f)
 }
 
