@@ -34,6 +34,11 @@
 // the server keeps serving, and what it acknowledged after the fault
 // survives a restart.
 //
+// TestBadInput starts helios and mcpkeep on the corrupt, torn and foreign
+// files of testdata/ (config YAML, state.json, .lock, .version, the
+// registry, newer schemas) and checks the clear error or the repair, with
+// every bad file quarantined byte for byte and no acknowledged value lost.
+//
 // Environment: MCPKEEP_CRASHES sets the number of crashes (default 100, 15
 // with -short, never fewer than one per failpoint); MCPKEEP_POWER_CUTS the
 // number of power cuts (default 20, 3 with -short); MCPKEEP_CRASH_SEED
