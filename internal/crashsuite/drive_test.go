@@ -269,8 +269,8 @@ func (s *suite) upgradeHome() (*home, error) {
 // makePacked makes, once per run, a helios home with more loose objects
 // than gitstore.DefaultPackThreshold, so that the next commit packs. helios
 // installs it; the commits are made like helios's, with gitstore under the
-// home lock, but with packing off, on a tmpfs when there is one: 500
-// fsynced commits through helios would take most of the suite's budget.
+// home lock, but with packing off, on a tmpfs when there is one: 2 s,
+// where 500 fsynced updates through helios take 8 s on this machine.
 func (s *suite) makePacked(ctx context.Context) (*home, error) {
 	parent := ""
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
