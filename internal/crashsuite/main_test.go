@@ -55,6 +55,9 @@ func binaries(t *testing.T) binSet {
 				built.err = fmt.Errorf("build %s: %w", pkg, built.err)
 				return
 			}
+			if built.err = os.Chmod(*dst, 0o755); built.err != nil {
+				return
+			}
 		}
 	})
 	require.NoError(t, built.err)
