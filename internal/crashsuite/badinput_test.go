@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,6 +32,15 @@ func fixtures(t *testing.T, kind string) []string {
 	}
 	require.NotEmpty(t, names)
 	return names
+}
+
+// prefixed returns dir/name for each name.
+func prefixed(dir string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = dir + "/" + n
+	}
+	return out
 }
 
 // installed returns a helios home holding one acknowledged preference,
@@ -158,52 +168,34 @@ func TestBadInput(t *testing.T) {
 		stopAndDoctor(t, b, s, home)
 	})
 
-	t.Run("bad state.json", func(t *testing.T) {
-		for _, name := range fixtures(t, "state") {
-			t.Run(name, func(t *testing.T) {
-				home, args := installed(t, b)
-				bad := fixture(t, "state", name)
-				put(t, home, "state.json", bad)
-				s := serve(t, b.helios, args, launchOpts{})
-				assertSaved(t, filepath.Join(home, "backups"), "state.json", bad)
-				live := checkServing(newHome(home), s.cmd.Process.Pid)
-				assert.Empty(t, live, "the state file is the live server's")
-				assertKept(t, s)
-				stopAndDoctor(t, b, s, home)
-			})
-		}
-	})
-
-	t.Run("bad .lock", func(t *testing.T) {
-		for _, name := range fixtures(t, "lock") {
-			t.Run(name, func(t *testing.T) {
-				home, args := installed(t, b)
-				bad := fixture(t, "lock", name)
-				put(t, home, ".lock", bad)
-				s := serve(t, b.helios, args, launchOpts{})
-				assertSaved(t, filepath.Join(home, "backups"), ".lock.", bad)
-				assert.Contains(t, s.stderr.String(), "reclaimed a stale lock")
-				assert.Empty(t, checkServing(newHome(home), s.cmd.Process.Pid))
-				assertKept(t, s)
-				stopAndDoctor(t, b, s, home)
-			})
-		}
-	})
-
-	t.Run("bad .version", func(t *testing.T) {
-		for _, f := range [][2]string{{"homes/incomplete-garbage-stamp", ".version"}, {"json", "garbage.bin"}, {"json", "torn.json"}} {
-			t.Run(f[0]+"/"+f[1], func(t *testing.T) {
-				home, args := installed(t, b)
-				bad := fixture(t, f[0], f[1])
-				put(t, home, ".version", bad)
-				s := serve(t, b.helios, args, launchOpts{})
-				assert.Contains(t, s.stderr.String(), "unreadable stamp quarantined")
-				assertSaved(t, filepath.Join(home, "backups"), ".version.", bad)
-				assertKept(t, s)
-				stopAndDoctor(t, b, s, home)
-			})
-		}
-	})
+	// The files of a home that are not config: each bad one is moved or
+	// copied into backups/ and replaced, and the server starts.
+	for _, tc := range []struct {
+		file     string   // in the home
+		fixtures []string // testdata/<dir>/<name>
+		savedAs  string   // part of the saved copy's name
+		logged   string   // what helios says about it
+	}{
+		{"state.json", prefixed("state", fixtures(t, "state")), "state.json", "kind=stale-state path=state.json"},
+		{".lock", prefixed("lock", fixtures(t, "lock")), ".lock.", "reclaimed a stale lock"},
+		{".version", []string{"homes/incomplete-garbage-stamp/.version", "json/garbage.bin", "json/torn.json"}, ".version.", "unreadable stamp quarantined"},
+	} {
+		t.Run("bad "+tc.file, func(t *testing.T) {
+			for _, f := range tc.fixtures {
+				t.Run(f, func(t *testing.T) {
+					home, args := installed(t, b)
+					bad := fixture(t, path.Dir(f), path.Base(f))
+					put(t, home, tc.file, bad)
+					s := serve(t, b.helios, args, launchOpts{})
+					assert.Contains(t, s.stderr.String(), tc.logged)
+					assertSaved(t, filepath.Join(home, "backups"), tc.savedAs, bad)
+					assert.Empty(t, checkServing(newHome(home), s.cmd.Process.Pid), "the state and PID files are the live server's")
+					assertKept(t, s)
+					stopAndDoctor(t, b, s, home)
+				})
+			}
+		})
+	}
 
 	t.Run(".version of a newer schema", func(t *testing.T) {
 		home, args := installed(t, b)
