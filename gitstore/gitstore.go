@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -138,15 +139,39 @@ func Init(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 		st := newStorage(gitDir)
-		if _, err := git.Init(st, nil); err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) {
+		_, err := git.Init(st, nil)
+		st.Close()
+		if err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) {
 			return nil, fmt.Errorf("gitstore: init %s: %w", abs, err)
 		}
 		// HEAD names our branch; written atomically like every ref.
 		if err := atomicfile.WriteFile(filepath.Join(gitDir, "HEAD"), []byte("ref: refs/heads/"+defaultBranch+"\n"), 0o644); err != nil {
 			return nil, err
 		}
+		// go-git writes HEAD before the config: after a crash between the
+		// two it refuses to init again (HEAD exists), and without a config
+		// Open finds no repository. Write the config it would have.
+		if err := writeConfig(gitDir); err != nil {
+			return nil, fmt.Errorf("gitstore: init %s: %w", abs, err)
+		}
 	}
 	return Open(abs, opts)
+}
+
+// writeConfig writes the config go-git's Init writes (a bare repository,
+// to go-git: gitstore keeps the work tree itself), unless there is one.
+func writeConfig(gitDir string) error {
+	path := filepath.Join(gitDir, "config")
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	cfg := config.NewConfig()
+	cfg.Core.IsBare = true
+	b, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 // newStorage opens go-git's storage of gitDir through the syncing

@@ -301,6 +301,36 @@ func TestOpenRemovesAtomicTemps(t *testing.T) {
 	}
 }
 
+// TestInitFinishesAnInitKilledBeforeItsConfig: go-git's Init writes HEAD
+// before the config; a kill between the two left a .git that go-git would
+// not init again and Open did not accept, so the home never started again
+// (found by the crash suite's random kills during bootstrap).
+func TestInitFinishesAnInitKilledBeforeItsConfig(t *testing.T) {
+	want := t.TempDir()
+	s, err := gitstore.Init(want, nil)
+	require.NoError(t, err)
+	s.Close()
+
+	dir := t.TempDir()
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, ".git", d), 0o700))
+	}
+	write(t, dir, ".git/HEAD", "ref: refs/heads/master\n")
+	s, err = gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	config, err := os.ReadFile(filepath.Join(dir, ".git", "config"))
+	require.NoError(t, err)
+	wantConfig, err := os.ReadFile(filepath.Join(want, ".git", "config"))
+	require.NoError(t, err)
+	assert.Equal(t, string(wantConfig), string(config), "the config go-git would have written")
+	write(t, dir, "a.yaml", "a: 1\n")
+	_, err = s.Commit("one")
+	require.NoError(t, err)
+	git(t, dir, "fsck", "--full", "--strict")
+	assert.Equal(t, "main", strings.TrimSpace(git(t, dir, "branch", "--show-current")))
+}
+
 func TestLocksKeptWithoutHoldsLock(t *testing.T) {
 	dir := t.TempDir()
 	s, err := gitstore.Init(dir, nil)
