@@ -288,11 +288,18 @@ func (s *Store) write(fn func() error) error {
 	return fn()
 }
 
-// cleanTemps removes the temporary object and pack files go-git leaves
-// when a write is interrupted, and the temporary files of the atomic
-// writes of refs, the stamp and the index, anywhere in .git.
+// IsTemp reports whether name, the base name of a file inside a .git
+// directory, is the temporary file of a write a crash interrupted: go-git's
+// tmp_obj_, tmp_pack_ and tmp_idx_ files, or an atomicfile temporary (of a
+// ref, the stamp or the index). Open removes those of its repository.
+func IsTemp(name string) bool {
+	return strings.HasPrefix(name, "tmp_obj_") || strings.HasPrefix(name, "tmp_pack_") ||
+		strings.HasPrefix(name, "tmp_idx_") || atomicfile.IsTemp(name)
+}
+
+// cleanTemps removes the temporary files of interrupted writes (IsTemp)
+// anywhere in .git.
 func (s *Store) cleanTemps() error {
-	objects := filepath.Join(s.gitDir, "objects")
 	return filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -300,10 +307,7 @@ func (s *Store) cleanTemps() error {
 		if err != nil {
 			return err
 		}
-		name := d.Name()
-		goGitTemp := strings.HasPrefix(name, "tmp_obj_") || strings.HasPrefix(name, "tmp_pack_") || strings.HasPrefix(name, "tmp_idx_")
-		inObjects := strings.HasPrefix(p, objects+string(filepath.Separator))
-		if d.Type().IsRegular() && ((inObjects && goGitTemp) || atomicfile.IsTemp(name)) {
+		if d.Type().IsRegular() && IsTemp(d.Name()) {
 			if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}

@@ -113,6 +113,20 @@ func TestRunFindsAndFixes(t *testing.T) {
 			},
 		},
 		{
+			// A kill during go-git's object write, then an upgrade's
+			// restore moving that config/ aside (found by the crash suite).
+			name: "go-git temp in a backup's .git",
+			plant: func(t *testing.T, home string) {
+				put(t, home, "backups/failed-upgrade-v1-x/.git/objects/pack/tmp_obj_2831240762", []byte("half"))
+				put(t, home, "backups/tmp_obj_notes", []byte("mine"))
+			},
+			kinds: []string{recovery.KindOrphanTemp},
+			check: func(t *testing.T, home string, r recovery.Report) {
+				assert.NoFileExists(t, filepath.Join(home, "backups/failed-upgrade-v1-x/.git/objects/pack/tmp_obj_2831240762"))
+				assert.Equal(t, "mine", read(t, home, "backups/tmp_obj_notes"), "go-git's names mean nothing outside a .git")
+			},
+		},
+		{
 			name:  "stale git lock",
 			plant: func(t *testing.T, home string) { put(t, home, "config/.git/index.lock", nil) },
 			kinds: []string{recovery.KindStaleGitLock},

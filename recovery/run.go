@@ -86,8 +86,8 @@ func (r *runner) rel(abs string) string {
 
 // temps removes the temporary files a crash left anywhere in the home,
 // except inside the config repository's .git (gitstore cleans its own).
-// Copies of config/ in backups/ have a .git too: their temporaries are
-// removed here.
+// Copies of config/ in backups/ have a .git too: their temporaries, go-git's
+// included, are removed here.
 func (r *runner) temps(context.Context) error {
 	configGit := filepath.Join(r.home, ConfigDir, ".git")
 	return filepath.WalkDir(r.home, func(p string, d fs.DirEntry, err error) error {
@@ -100,7 +100,8 @@ func (r *runner) temps(context.Context) error {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !atomicfile.IsTemp(d.Name()) {
+		inGit := slices.Contains(strings.Split(filepath.ToSlash(r.rel(p)), "/"), ".git")
+		if !d.Type().IsRegular() || !(atomicfile.IsTemp(d.Name()) || (inGit && gitstore.IsTemp(d.Name()))) {
 			return nil
 		}
 		r.add(Finding{Kind: KindOrphanTemp, Path: r.rel(p), Action: "removed",
