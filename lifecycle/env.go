@@ -94,7 +94,7 @@ func (e *Env) Update(ctx context.Context, msg string, paths []string, write func
 // what to do about it.
 func (e *Env) failed(msg string, files []string, fate string, err error) error {
 	if r := remedy(err, e.Home); r != "" {
-		return fmt.Errorf("%s failed, %s %s; %s: %w", msg, strings.Join(files, ", "), fate, r, err)
+		return &explained{prefix: fmt.Sprintf("%s failed, %s %s; %s", msg, strings.Join(files, ", "), fate, r), err: err}
 	}
 	return err
 }

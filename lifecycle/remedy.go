@@ -24,10 +24,24 @@ func remedy(err error, home string) string {
 	return ""
 }
 
-// withRemedy prefixes err with its remedy, if it has one.
+// explained is an error with what to do about it in front.
+type explained struct {
+	prefix string // what failed and the remedy
+	err    error
+}
+
+func (e *explained) Error() string { return e.prefix + ": " + e.err.Error() }
+func (e *explained) Unwrap() error { return e.err }
+
+// withRemedy prefixes err with its remedy, if it has one and has not been
+// given it yet (an Update's error reaching Run at shutdown, say).
 func withRemedy(err error, home string) error {
+	var done *explained
+	if errors.As(err, &done) {
+		return err
+	}
 	if r := remedy(err, home); r != "" {
-		return fmt.Errorf("%s: %w", r, err)
+		return &explained{prefix: r, err: err}
 	}
 	return err
 }

@@ -38,6 +38,8 @@ func TestRemedy(t *testing.T) {
 			assert.Equal(t, tc.err, explained)
 		} else {
 			assert.Equal(t, tc.want+": "+tc.err.Error(), explained.Error())
+			twice := withRemedy(fmt.Errorf("shutdown: %w", explained), "/h")
+			assert.Equal(t, "shutdown: "+explained.Error(), twice.Error(), "the remedy is given once")
 		}
 	}
 	assert.NoError(t, env.Explain(nil))
