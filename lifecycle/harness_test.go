@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -290,6 +291,23 @@ func TestRunNewServerFails(t *testing.T) {
 	l, err := lifecycle.TryLock(opts.Home)
 	require.NoError(t, err, "unlocked")
 	l.Unlock()
+}
+
+// TestRunWritesStateOnce: the state file is written once, as ready, after
+// NewServer built the server: no "starting" file precedes it (an fsynced
+// replace that cost every start time), and a NewServer that fails never
+// leaves one to clean up.
+func TestRunWritesStateOnce(t *testing.T) {
+	opts := options(t)
+	var during error
+	opts.NewServer = func(env *lifecycle.Env) (*mcp.Server, error) {
+		_, during = os.Stat(filepath.Join(env.Home, statefile.FileName))
+		return newServer(env)
+	}
+	r := run(t, opts)
+	assert.ErrorIs(t, during, fs.ErrNotExist, "no state file while NewServer runs")
+	assert.Equal(t, statefile.StatusReady, r.state(t).Status)
+	require.NoError(t, r.stop(t))
 }
 
 // TestRunCommitsAtShutdown: a config file edited by hand while the server
