@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 
 // failAfter is a failure detector for a Serve that hangs, not a speed goal.
@@ -120,21 +122,10 @@ func startHTTP(t *testing.T, token string) (url string, cancel context.CancelFun
 	return "http://" + ln.Addr().String(), cancel, done
 }
 
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
 func connect(t *testing.T, url, token string) *mcp.ClientSession {
 	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
+		HTTPClient: &http.Client{Transport: mcptest.Bearer{Token: token}}}, nil)
 	require.NoError(t, err)
 	return cs
 }
