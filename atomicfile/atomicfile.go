@@ -3,7 +3,8 @@
 // cut.
 //
 // WriteFile writes a temporary file in the target's directory, fsyncs it,
-// renames it over the target and fsyncs the directory. It is built on
+// renames it over the target and fsyncs the directory; WriteFiles does the
+// same for several files with their disk writes overlapped. It is built on
 // github.com/google/renameio/v2 and adds the directory fsync that renameio
 // leaves out. The package does not serialize writers: two processes writing
 // one file each leave one whole version, but a read-modify-write needs a lock
@@ -16,10 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/google/renameio/v2"
-
-	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
 // DefaultPerm is the mode of a file WriteFile creates when perm is 0.
@@ -30,56 +27,12 @@ const DefaultPerm fs.FileMode = 0o600
 // If perm is non-zero the file gets exactly perm (the umask is not applied).
 // If perm is 0, an existing file keeps its mode and a new one gets
 // DefaultPerm. A symbolic link at path is replaced, not followed. On error the
-// target is untouched and no temporary file is left behind, unless the
-// process dies first; CleanTemps removes those.
+// target is untouched and no temporary file is left behind (unless the
+// process dies first; CleanTemps removes those), except after the rename: an
+// error fsyncing the directory leaves the new bytes in place, perhaps not
+// yet durable.
 func WriteFile(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	opts := []renameio.Option{renameio.WithTempDir(dir)}
-	if perm != 0 {
-		opts = append(opts, renameio.WithStaticPermissions(perm))
-	} else {
-		opts = append(opts, renameio.WithExistingPermissions())
-	}
-	if err := failpoint.Hit("atomicfile.before-write"); err != nil {
-		return &fs.PathError{Op: "write", Path: path, Err: err}
-	}
-	t, err := renameio.NewPendingFile(path, opts...)
-	if err != nil {
-		return err
-	}
-	replaced := false
-	defer func() {
-		if !replaced {
-			t.Cleanup() // closes and removes the temporary file
-		}
-	}()
-	if _, err := t.Write(data); err != nil {
-		return err
-	}
-	if err := failpoint.Hit("atomicfile.before-fsync"); err != nil {
-		return &fs.PathError{Op: "fsync", Path: t.Name(), Err: err}
-	}
-	if err := t.Sync(); err != nil {
-		return err
-	}
-	if err := failpoint.Hit("atomicfile.before-rename"); err != nil {
-		return &fs.PathError{Op: "rename", Path: path, Err: err}
-	}
-	// Close and rename here, not with renameio's CloseAtomicallyReplace:
-	// that fsyncs the file again, a second flush that made every replace
-	// about a third slower than the floor (BenchmarkRawFloor) for nothing,
-	// since the Sync above already made the bytes durable.
-	if err := t.File.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(t.Name(), path); err != nil {
-		return err
-	}
-	replaced = true
-	if err := failpoint.Hit("atomicfile.before-dir-fsync"); err != nil {
-		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	return SyncDir(dir)
+	return WriteFiles(File{Path: path, Data: data, Perm: perm})
 }
 
 // SyncDir fsyncs the directory dir, making a rename, create or remove of one

@@ -58,3 +58,31 @@ func BenchmarkRawFloor(b *testing.B) {
 		d.Close()
 	}
 }
+
+// BenchmarkThreeFiles replaces three 1 KiB files durably, one WriteFile
+// each (impl=WriteFile) and in one WriteFiles call (impl=WriteFiles).
+func BenchmarkThreeFiles(b *testing.B) {
+	b.Run("impl=WriteFile", func(b *testing.B) {
+		dir := b.TempDir()
+		for b.Loop() {
+			for _, name := range []string{"a", "b", "c"} {
+				if err := atomicfile.WriteFile(filepath.Join(dir, name), kib, 0o600); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("impl=WriteFiles", func(b *testing.B) {
+		dir := b.TempDir()
+		files := []atomicfile.File{
+			{Path: filepath.Join(dir, "a"), Data: kib, Perm: 0o600},
+			{Path: filepath.Join(dir, "b"), Data: kib, Perm: 0o600},
+			{Path: filepath.Join(dir, "c"), Data: kib, Perm: 0o600},
+		}
+		for b.Loop() {
+			if err := atomicfile.WriteFiles(files...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

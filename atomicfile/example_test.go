@@ -58,3 +58,26 @@ func ExampleCleanTemps() {
 	fmt.Println(len(removed), filepath.Base(removed[0]))
 	// Output: 1 .config.yaml4242424242424242424
 }
+
+// Replace several files durably at about the cost of one. Each is replaced
+// atomically; where one must not be durable before another, use two calls.
+func ExampleWriteFiles() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+
+	err := atomicfile.WriteFiles(
+		atomicfile.File{Path: filepath.Join(dir, "base.yaml"), Data: []byte("active: default\n")},
+		atomicfile.File{Path: filepath.Join(dir, "default.yaml"), Data: []byte("tone: warm\n")},
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, name := range []string{"base.yaml", "default.yaml"} {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		fmt.Print(string(b))
+	}
+	// Output:
+	// active: default
+	// tone: warm
+}

@@ -1,0 +1,226 @@
+package atomicfile_test
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+const batchDirEnv = "ATOMICFILE_BATCH_DIR"
+
+// batchPaths are the three files a batch replaces, in order: two in one
+// directory and one in another, so that a batch fsyncs two directories.
+func batchPaths(dir string) []string {
+	return []string{
+		filepath.Join(dir, "a.yaml"),
+		filepath.Join(dir, "sub", "b.yaml"),
+		filepath.Join(dir, "c.yaml"),
+	}
+}
+
+// newVersion is what a batch writes to the i-th file; old is what was there.
+func newVersion(i int) []byte { return bytes.Repeat(fmt.Appendf(nil, "new %d ", i), 700) }
+func oldVersion(i int) []byte { return bytes.Repeat(fmt.Appendf(nil, "old %d ", i), 300) }
+
+func writeOld(t *testing.T, dir string) []string {
+	t.Helper()
+	paths := batchPaths(dir)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o700))
+	for i, p := range paths {
+		require.NoError(t, os.WriteFile(p, oldVersion(i), 0o600))
+	}
+	return paths
+}
+
+func batch(paths []string) []atomicfile.File {
+	var files []atomicfile.File
+	for i, p := range paths {
+		files = append(files, atomicfile.File{Path: p, Data: newVersion(i), Perm: 0o600})
+	}
+	return files
+}
+
+// TestHelperBatchWriter is a child: it replaces the three files of the
+// directory in its environment in one WriteFiles call.
+func TestHelperBatchWriter(t *testing.T) {
+	dir := os.Getenv(batchDirEnv)
+	if dir == "" {
+		return
+	}
+	if err := atomicfile.WriteFiles(batch(batchPaths(dir))...); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestWriteFilesKillAtEveryFailpoint: a batch SIGKILLed at any point, and
+// before any of its renames, leaves each file whole (old or new), the
+// files replaced in the order given, and temporary files only for those
+// not replaced, which CleanTemps removes.
+func TestWriteFilesKillAtEveryFailpoint(t *testing.T) {
+	cases := []struct {
+		arm     string
+		renamed int // how many files the kill leaves replaced
+		temps   int // how many temporary files it orphans
+	}{
+		{"atomicfile.before-write=kill", 0, 0},
+		{"atomicfile.before-fsync=kill", 0, 3},
+		{"atomicfile.before-rename=kill@1", 0, 3},
+		{"atomicfile.before-rename=kill@2", 1, 2},
+		{"atomicfile.before-rename=kill@3", 2, 1},
+		{"atomicfile.before-dir-fsync=kill", 3, 0},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.arm[:bytes.IndexByte([]byte(c.arm), '=')]] = true
+	}
+	for _, p := range atomicfilePoints() {
+		require.True(t, covered[p], "no case kills a batch at %s", p)
+	}
+	for _, c := range cases {
+		t.Run(c.arm, func(t *testing.T) {
+			dir := t.TempDir()
+			paths := writeOld(t, dir)
+
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBatchWriter$")
+			cmd.Env = append(os.Environ(), batchDirEnv+"="+dir, failpoint.EnvVar+"="+c.arm)
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			ws := ee.Sys().(syscall.WaitStatus)
+			require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child died by SIGKILL (%s)", c.arm)
+
+			for i, p := range paths {
+				got, err := os.ReadFile(p)
+				require.NoError(t, err)
+				want := oldVersion(i)
+				if i < c.renamed {
+					want = newVersion(i)
+				}
+				assert.True(t, bytes.Equal(want, got), "%s after a kill (%s): %d bytes, want the %d of the %s version",
+					p, c.arm, len(got), len(want), map[bool]string{true: "new", false: "old"}[i < c.renamed])
+			}
+			var removed []string
+			for _, d := range []string{dir, filepath.Join(dir, "sub")} {
+				r, err := atomicfile.CleanTemps(d)
+				require.NoError(t, err)
+				removed = append(removed, r...)
+			}
+			assert.Len(t, removed, c.temps, "orphaned temporary files, beside their targets")
+		})
+	}
+}
+
+// TestWriteFilesErrorAtEveryFailpoint: an error at a point returns an
+// error naming a file of the batch, leaves the files renamed before it
+// replaced and the rest untouched, and no temporary file behind.
+func TestWriteFilesErrorAtEveryFailpoint(t *testing.T) {
+	cases := []struct {
+		arm     string
+		renamed int
+	}{
+		{"atomicfile.before-write=error", 0},
+		{"atomicfile.before-fsync=error", 0},
+		{"atomicfile.before-rename=error@1", 0},
+		{"atomicfile.before-rename=error@2", 1},
+		{"atomicfile.before-rename=error@3", 2},
+		{"atomicfile.before-dir-fsync=error", 3},
+	}
+	for _, c := range cases {
+		t.Run(c.arm, func(t *testing.T) {
+			require.NoError(t, failpoint.Set(c.arm))
+			t.Cleanup(func() { failpoint.Set("") })
+			dir := t.TempDir()
+			paths := writeOld(t, dir)
+
+			err := atomicfile.WriteFiles(batch(paths)...)
+			require.ErrorIs(t, err, syscall.EIO)
+			var pe *fs.PathError
+			require.ErrorAs(t, err, &pe)
+			assert.Contains(t, pe.Path, dir, "the error names a file of the batch")
+			for i, p := range paths {
+				got, err := os.ReadFile(p)
+				require.NoError(t, err)
+				if i < c.renamed {
+					assert.Equal(t, newVersion(i), got, "%s was renamed before the error", p)
+				} else {
+					assert.Equal(t, oldVersion(i), got, "%s is untouched", p)
+				}
+			}
+			for _, d := range []string{dir, filepath.Join(dir, "sub")} {
+				removed, err := atomicfile.CleanTemps(d)
+				require.NoError(t, err)
+				assert.Empty(t, removed, "no temporary file left in %s", d)
+			}
+		})
+	}
+}
+
+func TestWriteFilesRefusesAPathTwice(t *testing.T) {
+	dir := t.TempDir()
+	paths := writeOld(t, dir)
+	files := batch(paths)
+	files = append(files, atomicfile.File{Path: filepath.Join(dir, "sub", "..", "a.yaml"), Data: []byte("again")})
+
+	err := atomicfile.WriteFiles(files...)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	assert.Contains(t, err.Error(), "a.yaml")
+	for i, p := range paths {
+		got, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, oldVersion(i), got, "nothing is written")
+	}
+}
+
+// TestWriteFilesMissingDirectory: a file whose directory does not exist
+// fails the batch before any rename; the temporary files of the others are
+// removed.
+func TestWriteFilesMissingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	paths := writeOld(t, dir)
+	files := batch(paths)
+	files = append(files, atomicfile.File{Path: filepath.Join(dir, "nowhere", "d.yaml"), Data: []byte("d")})
+
+	err := atomicfile.WriteFiles(files...)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	for i, p := range paths {
+		got, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, oldVersion(i), got)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "sub")} {
+		removed, err := atomicfile.CleanTemps(d)
+		require.NoError(t, err)
+		assert.Empty(t, removed)
+	}
+}
+
+func TestWriteFilesModes(t *testing.T) {
+	dir := t.TempDir()
+	kept := filepath.Join(dir, "kept")
+	require.NoError(t, os.WriteFile(kept, []byte("x"), 0o640))
+	require.NoError(t, os.Chmod(kept, 0o640))
+	err := atomicfile.WriteFiles(
+		atomicfile.File{Path: kept, Data: []byte("y")},
+		atomicfile.File{Path: filepath.Join(dir, "new"), Data: []byte("z")},
+		atomicfile.File{Path: filepath.Join(dir, "object"), Data: []byte("o"), Perm: 0o444},
+	)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o640), mode(t, kept), "an existing file keeps its mode")
+	assert.Equal(t, atomicfile.DefaultPerm, mode(t, filepath.Join(dir, "new")))
+	assert.Equal(t, os.FileMode(0o444), mode(t, filepath.Join(dir, "object")))
+	assert.NoError(t, atomicfile.WriteFiles(), "an empty batch does nothing")
+}
