@@ -176,3 +176,34 @@ func checkRefAndIndex(t *testing.T, dir, what string) {
 	var idx index.Index
 	require.NoError(t, index.NewDecoder(bytes.NewReader(b)).Decode(&idx), "%s left an unreadable index", what)
 }
+
+// TestInitKilledAtItsHEADWrite kills Init at each atomicfile point of its
+// HEAD write, after go-git wrote HEAD and the config: the next Init must
+// give a repository that commits to main. (With go-git's default branch,
+// master, such a kill left one committing to master.)
+func TestInitKilledAtItsHEADWrite(t *testing.T) {
+	for _, n := range failpoint.Names {
+		if !strings.HasPrefix(n, "atomicfile.") {
+			continue
+		}
+		t.Run(n, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCommitLoop$")
+			cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, failpoint.EnvVar+"="+n+"=kill@1")
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "%s", out)
+			require.True(t, ee.Sys().(syscall.WaitStatus).Signaled(), "killed at %s: %s", n, out)
+			require.FileExists(t, filepath.Join(dir, ".git", "config"), "go-git's Init ran before the kill")
+
+			s, err := gitstore.Init(dir, nil)
+			require.NoError(t, err)
+			defer s.Close()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("a: 1\n"), 0o600))
+			_, err = s.Commit("one")
+			require.NoError(t, err)
+			git(t, dir, "fsck", "--full", "--strict")
+			assert.Equal(t, "main", strings.TrimSpace(git(t, dir, "branch", "--show-current")))
+		})
+	}
+}

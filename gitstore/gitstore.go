@@ -139,7 +139,9 @@ func Init(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 		st := newStorage(gitDir)
-		_, err := git.Init(st, nil)
+		// With go-git's default branch (master), a kill before the HEAD
+		// write below left a repository committing to master.
+		_, err := git.InitWithOptions(st, nil, git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(defaultBranch)})
 		st.Close()
 		if err != nil && !errors.Is(err, git.ErrRepositoryAlreadyExists) {
 			return nil, fmt.Errorf("gitstore: init %s: %w", abs, err)
