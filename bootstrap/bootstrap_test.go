@@ -276,8 +276,6 @@ var killPaths = map[string][]string{
 	"bootstrap.before-stamp":         {"install", "upgrade"},
 	"gitstore.before-objects":        {"install", "upgrade"},
 	"gitstore.before-ref":            {"install", "upgrade"},
-	"gitstore.before-stamp":          {"install", "upgrade"},
-	"gitstore.before-index":          {"install", "upgrade"},
 }
 
 // TestKillAtEveryBootstrapPoint: a first start killed anywhere leaves a

@@ -64,19 +64,23 @@ func TestHelperCommitLoop(t *testing.T) {
 // that the repository opens, commits, holds every acknowledged commit and
 // passes git fsck --full --strict.
 func TestCrashCommitLoop(t *testing.T) {
+	// gitstore's points, and atomicfile's: a commit writes its objects,
+	// then its ref, stamp and index, each set in one atomicfile.WriteFiles,
+	// and kill@N at atomicfile.before-rename lands between any two renames.
+	var points []string
+	for _, n := range failpoint.Names {
+		if strings.HasPrefix(n, "gitstore.") || strings.HasPrefix(n, "atomicfile.") {
+			points = append(points, n)
+		}
+	}
 	// The acceptance run is 300 kills (MCPKEEP_LONG=1, under a minute on
 	// 2 cores); the default run is shorter so go test ./... stays quick.
+	// Every other kill is at a failpoint: the short run arms each once.
 	kills := 40
 	if os.Getenv("MCPKEEP_LONG") != "" {
 		kills = 300
 	} else if testing.Short() {
-		kills = 12
-	}
-	var points []string
-	for _, n := range failpoint.Names {
-		if strings.HasPrefix(n, "gitstore.") {
-			points = append(points, n)
-		}
+		kills = 2 * len(points)
 	}
 	seed, err := crashtest.SeedFromEnv()
 	require.NoError(t, err)

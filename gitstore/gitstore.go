@@ -4,9 +4,11 @@
 // It is built on go-git, which alone is not crash-safe: it never fsyncs,
 // and it rewrites branch refs and the index in place (truncate, then write),
 // so a kill can leave an empty ref (HEAD lost) or a truncated index.
-// gitstore gives go-git a storage filesystem that fsyncs files and
-// directories, builds commits as objects itself and then writes the branch
-// ref, a stamp of the last commit and the index atomically (atomicfile).
+// gitstore builds each commit's objects itself and writes them as loose
+// objects in one durable batch (atomicfile.WriteFiles), then the branch
+// ref, a stamp of the last commit and the index in a second; what go-git
+// still writes (packs, Init) goes through a filesystem that fsyncs files
+// and directories.
 // Open repairs what older writers or other tools left: an empty or garbage
 // ref (from the stamp), an unreadable index (rebuilt from HEAD), orphaned
 // tmp_obj_ files and, when the caller holds the home lock, stale *.lock
@@ -430,13 +432,15 @@ func (s *Store) repairRefTo(h plumbing.Hash) error {
 	return s.write(func() error { return s.writeRef(s.branch, h) })
 }
 
-// writeRef writes a loose ref atomically.
-func (s *Store) writeRef(name string, h plumbing.Hash) error {
+// writeRef writes a loose ref atomically and durably, and then the files
+// of after in the same atomicfile.WriteFiles.
+func (s *Store) writeRef(name string, h plumbing.Hash, after ...atomicfile.File) error {
 	path := filepath.Join(s.gitDir, filepath.FromSlash(name))
 	if err := atomicfile.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(path, []byte(h.String()+"\n"), 0o644)
+	ref := atomicfile.File{Path: path, Data: []byte(h.String() + "\n"), Perm: 0o644}
+	return atomicfile.WriteFiles(append([]atomicfile.File{ref}, after...)...)
 }
 
 // head returns the commit the branch names, or ZeroHash for an empty

@@ -298,5 +298,8 @@ func (s *Store) Tag(name, msg string) error {
 	if err != nil {
 		return err
 	}
+	if err := b.flush(); err != nil {
+		return err
+	}
 	return s.writeRef(refName, h)
 }

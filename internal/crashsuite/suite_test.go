@@ -152,10 +152,19 @@ func pickScenario(sched *crashtest.Schedule) string {
 const holdShutdown = "statefile.registry-locked=sleep(30s)@2"
 
 // prepPoints leave a home with an update interrupted after its checkpoint
-// was written, for start-up recovery to roll back.
+// was written, for start-up recovery to roll back. They land in the first
+// update after a start, whose atomicfile writes are, in order: the start's
+// .version, state.json and registry (one WriteFile each), the checkpoint's
+// pre-image and manifest, the persona file, then the commit's objects (one
+// WriteFiles, four renames) and its ref, stamp and index (one WriteFiles).
+// So before-rename@12 kills between the ref and the stamp, @13 between the
+// stamp and the index, before-dir-fsync@7 after the objects' renames and @8
+// after the ref's. A count that misses leaves no checkpoint, and prepCrash
+// says so.
 var prepPoints = []string{
-	"recovery.before-done=kill", "gitstore.before-ref=kill", "gitstore.before-index=kill",
-	"gitstore.before-stamp=kill", "atomicfile.before-dir-fsync=kill@7",
+	"recovery.before-done=kill", "gitstore.before-ref=kill",
+	"atomicfile.before-rename=kill@12", "atomicfile.before-rename=kill@13",
+	"atomicfile.before-dir-fsync=kill@7", "atomicfile.before-dir-fsync=kill@8",
 }
 
 // sentUpdate is an update call whose response has not been read yet.

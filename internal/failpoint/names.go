@@ -13,11 +13,12 @@ var Names = []string{
 	// statefile: the registry's locked read-modify-write.
 	"statefile.registry-locked",
 
-	// gitstore: one commit, in order, then housekeeping.
+	// gitstore: one commit, in order, then housekeeping. A commit writes
+	// its objects in one atomicfile.WriteFiles, then the ref, the stamp and
+	// the index in another: atomicfile's points, before-rename@N among
+	// them, reach every state in between.
 	"gitstore.before-objects",
 	"gitstore.before-ref",
-	"gitstore.before-stamp",
-	"gitstore.before-index",
 	"gitstore.before-pack",
 
 	// bootstrap: install, upgrade, stamp.
