@@ -365,3 +365,27 @@ func dirHash(t *testing.T, dir string) string {
 	require.NoError(t, err)
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
+
+func TestFilesAt(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	write(t, dir, "a.yaml", "a: 1\n")
+	write(t, dir, "personas/p.yaml", "p: 1\n")
+	first, err := s.Commit("one")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, "personas", "p.yaml")))
+	write(t, dir, "b.yaml", "b: 1\n")
+	_, err = s.Commit("two")
+	require.NoError(t, err)
+
+	files, err := s.FilesAt(first)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.yaml", "personas/p.yaml"}, files)
+	files, err = s.FilesAt("HEAD")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.yaml", "b.yaml"}, files)
+	_, err = s.FilesAt("HEAD~5")
+	require.ErrorIs(t, err, gitstore.ErrBadRevision)
+}

@@ -182,6 +182,28 @@ func (s *Store) readAt(rev, p string) ([]byte, filemode.FileMode, error) {
 	return []byte(body), f.Mode, nil
 }
 
+// FilesAt lists the files of the tree at revision rev, slash-separated and
+// relative to the work tree, in git's order. A bad rev gives a
+// *RevisionError. Rollback(rev) writes exactly these files, and removes
+// the others: a caller that must be able to undo it (lifecycle.Env) saves
+// them and the current files first.
+func (s *Store) FilesAt(rev string) ([]string, error) {
+	c, err := s.resolve(rev)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	err = tree.Files().ForEach(func(f *object.File) error {
+		files = append(files, f.Name)
+		return nil
+	})
+	return files, err
+}
+
 // Restore writes path's bytes at rev into the work tree, atomically. It
 // does not commit and does not move HEAD.
 func (s *Store) Restore(p, rev string) error {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -147,11 +148,21 @@ func (e *Env) State() statefile.State {
 // Rollback makes the config equal to revision rev as a new commit (history
 // is never rewritten) and returns its hash, or "" when the tree already
 // equals rev. Like Update it is all-or-nothing across a crash: the files of
-// the tree are checkpointed first.
+// the work tree and of rev are checkpointed first, so that a file rev
+// brings back is removed again if the rollback does not finish.
 func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
 	files, err := configFiles(e.ConfigDir)
 	if err != nil {
 		return "", err
+	}
+	atRev, err := e.Store.FilesAt(rev)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range atRev {
+		if !slices.Contains(files, f) {
+			files = append(files, f)
+		}
 	}
 	msg := "rollback to " + rev
 	var hash string
