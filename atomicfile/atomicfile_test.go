@@ -251,15 +251,68 @@ func TestMkdirAll(t *testing.T) {
 
 func TestIsTemp(t *testing.T) {
 	for name, want := range map[string]bool{
-		".config.yaml1234567890123456789": true,
-		".state.json987654321098765":      true,
-		".keep":                           false,
-		"notes.txt":                       false,
-		".cache-12345":                    false,
-		"config.yaml1234567890123456789":  false,
+		".config.yaml.mcpkeep-tmp1234567890123456789": true,
+		".state.json.mcpkeep-tmp987654321098765":      true,
+		".6a6bbd35e6.mcpkeep-tmp42":                   true, // a short random number
+		".keep":                                       false,
+		"notes.txt":                                   false,
+		".cache-12345":                                false,
+		"config.yaml.mcpkeep-tmp1234567890123456789":  false, // not hidden
+		".config.yaml.mcpkeep-tmp":                    false, // no digits
+		".config.yaml.mcpkeep-tmp123.bak":             false,
+		".mcpkeep-tmp123":                             false, // no target name
+		// Names that look random but are a user's: renameio's own
+		// format, which this package used to match.
+		".log.20240101123045123":          false,
+		".config.yaml4242424242424242424": false,
 	} {
 		assert.Equal(t, want, atomicfile.IsTemp(name), name)
 	}
+}
+
+// TestCleanTempsKeepsUserFiles: a file that merely ends in many digits,
+// such as a rotated log, is a user's file; CleanTemps removes only the
+// temporary files WriteFile names as its own.
+func TestCleanTempsKeepsUserFiles(t *testing.T) {
+	dir := t.TempDir()
+	users := []string{".log.20240101123045123", ".config.yaml4242424242424242424", ".keep", "notes.txt"}
+	for _, name := range users {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("mine"), 0o600))
+	}
+	orphan := filepath.Join(dir, ".config.yaml.mcpkeep-tmp4242424242424242424")
+	require.NoError(t, os.WriteFile(orphan, []byte("half"), 0o600))
+
+	removed, err := atomicfile.CleanTemps(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{orphan}, removed)
+	for _, name := range users {
+		assert.FileExists(t, filepath.Join(dir, name), "a user's file is kept")
+	}
+}
+
+// TestTempFileNames: the temporary file of a write (seen by killing the
+// writer before its rename) carries the marker IsTemp recognizes, and sits
+// beside its target, even when the target's own name ends in digits.
+func TestTempFileNames(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".log.20240101123045123")
+	require.NoError(t, os.WriteFile(path, oldBytes, 0o600))
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$")
+	cmd.Env = append(os.Environ(), targetEnv+"="+path, failpoint.EnvVar+"=atomicfile.before-rename=kill")
+	require.Error(t, cmd.Run())
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var temps []string
+	for _, e := range entries {
+		if e.Name() != filepath.Base(path) {
+			temps = append(temps, e.Name())
+		}
+	}
+	require.Len(t, temps, 1)
+	assert.Regexp(t, `^\.\.log\.20240101123045123\.mcpkeep-tmp[0-9]+$`, temps[0])
+	assert.True(t, atomicfile.IsTemp(temps[0]))
+	assert.False(t, atomicfile.IsTemp(filepath.Base(path)), "the target itself is not a temp file")
 }
 
 func TestCleanTempsMissingDir(t *testing.T) {

@@ -41,7 +41,7 @@ func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
 		perm = DefaultPerm
 	}
 	dir := filepath.Dir(path)
-	t, err := renameio.NewPendingFile(path, renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
+	t, err := newTemp(path, perm)
 	if err != nil {
 		return "", err
 	}
@@ -69,19 +69,38 @@ func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
 	return name, SyncDir(dir)
 }
 
-// tempName matches the temporary files WriteFile, Backup and CopyNew create:
-// "." + the target's base name + a random non-negative int64.
-var tempName = regexp.MustCompile(`^\..+[0-9]{15,19}$`)
+// tempMarker marks the name of every temporary file this package creates,
+// so that CleanTemps cannot mistake a user's file for one: the temporary
+// file of config.yaml is .config.yaml.mcpkeep-tmp<random digits>.
+const tempMarker = ".mcpkeep-tmp"
+
+// tempName matches the names of the temporary files WriteFile, WriteFiles,
+// Backup and CopyNew create: "." + the target's base name + tempMarker + a
+// random non-negative int64.
+var tempName = regexp.MustCompile(`^\..+` + regexp.QuoteMeta(tempMarker) + `[0-9]+$`)
+
+// newTemp creates the temporary file for path, in path's directory and with
+// mode perm (the umask is not applied). renameio names a temporary file "."
+// + the base name of the path it is given + random digits: it is given
+// path + tempMarker, so that the name says whose file it is. Only the name
+// comes from that path: the callers rename or link the file to path
+// themselves.
+func newTemp(path string, perm fs.FileMode) (*renameio.PendingFile, error) {
+	dir := filepath.Dir(path)
+	return renameio.NewPendingFile(filepath.Join(dir, filepath.Base(path)+tempMarker),
+		renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
+}
 
 // IsTemp reports whether name (a base name) has the form of a temporary file
-// this package creates.
+// this package creates: "." + a name + ".mcpkeep-tmp" + digits.
 func IsTemp(name string) bool { return tempName.MatchString(name) }
 
 // CleanTemps removes the temporary files in dir (not its subdirectories)
-// left behind when a process died during WriteFile, Backup or CopyNew, and
-// returns their paths. It removes only regular files named like this
-// package's temporary files: "." + a name + 15 to 19 digits. Call it only
-// while holding the writer's lock, when no write can be in flight.
+// left behind when a process died during WriteFile, WriteFiles, Backup or
+// CopyNew, and returns their paths. It removes only regular files named like
+// this package's temporary files (IsTemp): "." + a name + ".mcpkeep-tmp" +
+// digits, a name only this package gives a file. Call it only while holding
+// the writer's lock, when no write can be in flight.
 func CleanTemps(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

@@ -60,7 +60,11 @@ func WriteFiles(files ...File) error {
 		}
 	}()
 	for _, f := range files {
-		t, err := renameio.NewPendingFile(f.Path, pendingOptions(f.Path, f.Perm)...)
+		perm, err := fileMode(f.Path, f.Perm)
+		if err != nil {
+			return err
+		}
+		t, err := newTemp(f.Path, perm)
 		if err != nil {
 			return err
 		}
@@ -110,12 +114,19 @@ func WriteFiles(files ...File) error {
 	return nil
 }
 
-// pendingOptions places the temporary file beside path and sets its mode
-// as WriteFile documents.
-func pendingOptions(path string, perm fs.FileMode) []renameio.Option {
-	opts := []renameio.Option{renameio.WithTempDir(filepath.Dir(path))}
+// fileMode returns the mode WriteFile gives the file at path, as it
+// documents: perm when it is not 0, else the mode of the regular file at
+// path (a symbolic link is replaced, not followed), else DefaultPerm.
+func fileMode(path string, perm fs.FileMode) (fs.FileMode, error) {
 	if perm != 0 {
-		return append(opts, renameio.WithStaticPermissions(perm))
+		return perm, nil
 	}
-	return append(opts, renameio.WithExistingPermissions())
+	fi, err := os.Lstat(path)
+	switch {
+	case err == nil && fi.Mode().IsRegular():
+		return fi.Mode().Perm(), nil
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+		return DefaultPerm, nil
+	}
+	return 0, err
 }

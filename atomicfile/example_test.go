@@ -47,16 +47,18 @@ func ExampleReadYAMLStrict() {
 	// true 2
 }
 
-// After a crash, remove the temporary files of interrupted writes.
+// After a crash, remove the temporary files of interrupted writes. Only
+// files named as this package names its temporaries are removed.
 func ExampleCleanTemps() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
-	_ = os.WriteFile(filepath.Join(dir, ".config.yaml4242424242424242424"), []byte("half"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, ".config.yaml.mcpkeep-tmp4242424242424242424"), []byte("half"), 0o600)
 	_ = os.WriteFile(filepath.Join(dir, "config.yaml"), []byte("whole"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, ".log.20240101123045123"), []byte("a user's"), 0o600)
 
 	removed, _ := atomicfile.CleanTemps(dir)
 	fmt.Println(len(removed), filepath.Base(removed[0]))
-	// Output: 1 .config.yaml4242424242424242424
+	// Output: 1 .config.yaml.mcpkeep-tmp4242424242424242424
 }
 
 // Replace several files durably at about the cost of one. Each is replaced

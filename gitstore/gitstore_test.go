@@ -276,9 +276,9 @@ func TestOpenRemovesAtomicTemps(t *testing.T) {
 	s.Close()
 	gitDir := filepath.Join(dir, ".git")
 	temps := []string{
-		filepath.Join(gitDir, ".index375928317861124411"),
-		filepath.Join(gitDir, ".mcpkeep-head5121365338946438141"),
-		filepath.Join(gitDir, "refs", "heads", ".main8674665223082153551"),
+		filepath.Join(gitDir, ".index.mcpkeep-tmp375928317861124411"),
+		filepath.Join(gitDir, ".mcpkeep-head.mcpkeep-tmp5121365338946438141"),
+		filepath.Join(gitDir, "refs", "heads", ".main.mcpkeep-tmp8674665223082153551"),
 	}
 	for _, p := range temps {
 		require.NoError(t, os.WriteFile(p, []byte("partial"), 0o600))

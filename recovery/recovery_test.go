@@ -88,14 +88,17 @@ func TestRunFindsAndFixes(t *testing.T) {
 		{
 			name: "orphan temps",
 			plant: func(t *testing.T, home string) {
-				put(t, home, "config/.base.yaml1234567890123456789", []byte("half"))
-				put(t, home, ".version9876543210987654321", []byte("half"))
+				put(t, home, "config/.base.yaml.mcpkeep-tmp1234567890123456789", []byte("half"))
+				put(t, home, ".version.mcpkeep-tmp9876543210987654321", []byte("half"))
 				put(t, home, "config/.keep", []byte("mine"))
+				put(t, home, ".log.20240101123045123", []byte("mine"))
 			},
-			// The user's new .keep is not a temp file: it is kept and committed.
+			// The user's new .keep is not a temp file: it is kept and
+			// committed. Nor is a name that merely ends in digits.
 			kinds: []string{recovery.KindOrphanTemp, recovery.KindOrphanTemp, recovery.KindUncommitted},
 			check: func(t *testing.T, home string, r recovery.Report) {
 				assert.Equal(t, "mine", read(t, home, "config/.keep"), "only temp files are removed")
+				assert.Equal(t, "mine", read(t, home, ".log.20240101123045123"), "only temp files are removed")
 			},
 		},
 		{
@@ -103,12 +106,12 @@ func TestRunFindsAndFixes(t *testing.T) {
 			// by the crash suite): the copy's .git is not gitstore's.
 			name: "orphan temp in a backup's .git",
 			plant: func(t *testing.T, home string) {
-				put(t, home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e5139064717966035645", []byte("half"))
+				put(t, home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e.mcpkeep-tmp5139064717966035645", []byte("half"))
 				put(t, home, "backups/upgrade-v1-x/.git/HEAD", []byte("ref: refs/heads/main\n"))
 			},
 			kinds: []string{recovery.KindOrphanTemp},
 			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.NoFileExists(t, filepath.Join(home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e5139064717966035645"))
+				assert.NoFileExists(t, filepath.Join(home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e.mcpkeep-tmp5139064717966035645"))
 				assert.Equal(t, "ref: refs/heads/main\n", read(t, home, "backups/upgrade-v1-x/.git/HEAD"), "only temp files are removed")
 			},
 		},
@@ -267,8 +270,8 @@ func TestReportText(t *testing.T) {
 	b, err := r.MarshalJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"home":"/h","findings":[]}`, string(b))
-	r.Findings = []recovery.Finding{{Kind: recovery.KindOrphanTemp, Path: "config/.x1234567890123456", Action: "removed"}}
-	assert.Equal(t, "home /h: found 1:\norphan-temp config/.x1234567890123456: removed", r.String())
+	r.Findings = []recovery.Finding{{Kind: recovery.KindOrphanTemp, Path: "config/.x.mcpkeep-tmp1234567890123456", Action: "removed"}}
+	assert.Equal(t, "home /h: found 1:\norphan-temp config/.x.mcpkeep-tmp1234567890123456: removed", r.String())
 }
 
 // treeHash hashes every file and directory name in the home.
