@@ -43,14 +43,14 @@ func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
 	dir := filepath.Dir(path)
 	t, err := newTemp(path, perm)
 	if err != nil {
-		return "", err
+		return "", targetError("write", path, err)
 	}
 	defer t.Cleanup()
 	if _, err := t.Write(data); err != nil {
-		return "", err
+		return "", targetError("write", path, err)
 	}
 	if err := t.Sync(); err != nil {
-		return "", err
+		return "", targetError("fsync", path, err)
 	}
 	name := path
 	for i := 2; ; i++ {
@@ -59,7 +59,7 @@ func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) || i > 10000 {
-			return "", err
+			return "", targetError("link", name, err)
 		}
 		name = fmt.Sprintf("%s-%d", path, i)
 	}

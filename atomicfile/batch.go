@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -66,20 +67,20 @@ func WriteFiles(files ...File) error {
 		}
 		t, err := newTemp(f.Path, perm)
 		if err != nil {
-			return err
+			return targetError("write", f.Path, err)
 		}
 		pending = append(pending, t)
 		if _, err := t.Write(f.Data); err != nil {
-			return err
+			return targetError("write", f.Path, err)
 		}
 		startWriteback(t.File)
 	}
 	if err := failpoint.Hit("atomicfile.before-fsync"); err != nil {
-		return &fs.PathError{Op: "fsync", Path: pending[0].Name(), Err: err}
+		return &fs.PathError{Op: "fsync", Path: files[0].Path, Err: err}
 	}
-	for _, t := range pending {
+	for i, t := range pending {
 		if err := t.Sync(); err != nil {
-			return err
+			return targetError("fsync", files[i].Path, err)
 		}
 	}
 	var dirs []string
@@ -93,10 +94,10 @@ func WriteFiles(files ...File) error {
 		// floor (BenchmarkRawFloor) for nothing, since the Sync above
 		// already made the bytes durable.
 		if err := t.File.Close(); err != nil {
-			return err
+			return targetError("write", files[i].Path, err)
 		}
 		if err := os.Rename(t.Name(), files[i].Path); err != nil {
-			return err
+			return targetError("rename", files[i].Path, err)
 		}
 		renamed++
 		if dir := filepath.Dir(files[i].Path); !slices.Contains(dirs, dir) {
@@ -129,4 +130,28 @@ func fileMode(path string, perm fs.FileMode) (fs.FileMode, error) {
 		return DefaultPerm, nil
 	}
 	return 0, err
+}
+
+// targetError turns err, from an operation on the temporary file of target
+// (or its rename), into a *fs.PathError naming target: the file the caller
+// asked for, not the random name of a temporary file it never heard of.
+// It keeps the cause, so the result matches what err matched
+// (fs.ErrNotExist, syscall.ENOSPC, ...), and says what to do when the
+// directory is missing or not writable.
+func targetError(op, target string, err error) error {
+	switch e := err.(type) {
+	case *fs.PathError:
+		err = e.Err
+	case *os.LinkError:
+		err = e.Err
+	}
+	if op == "write" {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			err = fmt.Errorf("its directory does not exist (create it first): %w", err)
+		case errors.Is(err, fs.ErrPermission):
+			err = fmt.Errorf("its directory is not writable, and a replace creates a file there: %w", err)
+		}
+	}
+	return &fs.PathError{Op: op, Path: target, Err: err}
 }

@@ -224,3 +224,67 @@ func TestWriteFilesModes(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o444), mode(t, filepath.Join(dir, "object")))
 	assert.NoError(t, atomicfile.WriteFiles(), "an empty batch does nothing")
 }
+
+// TestErrorsNameTheTarget: an error writing, syncing or renaming a
+// temporary file names the file the caller asked for, not the temporary
+// file, keeps its cause, and says what to do about a missing directory.
+func TestErrorsNameTheTarget(t *testing.T) {
+	cases := []struct {
+		name  string
+		arm   string // failpoint, or ""
+		path  func(dir string) string
+		cause error
+		says  string
+	}{
+		{
+			name:  "missing directory",
+			path:  func(dir string) string { return filepath.Join(dir, "no", "config.yaml") },
+			cause: fs.ErrNotExist,
+			says:  "its directory does not exist (create it first)",
+		},
+		{
+			name: "rename over a directory",
+			path: func(dir string) string {
+				p := filepath.Join(dir, "config.yaml")
+				require.NoError(t, os.Mkdir(p, 0o700))
+				return p
+			},
+			cause: fs.ErrExist, // os.Rename will not replace a directory
+		},
+		{
+			name:  "fsync",
+			arm:   "atomicfile.before-fsync=error",
+			path:  func(dir string) string { return filepath.Join(dir, "config.yaml") },
+			cause: syscall.EIO,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, failpoint.Set(c.arm))
+			t.Cleanup(func() { failpoint.Set("") })
+			dir := t.TempDir()
+			path := c.path(dir)
+
+			err := atomicfile.WriteFile(path, []byte("x"), 0)
+			require.ErrorIs(t, err, c.cause)
+			var pe *fs.PathError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, path, pe.Path, "the error names the target")
+			assert.NotContains(t, err.Error(), ".mcpkeep-tmp", "and not its temporary file")
+			if c.says != "" {
+				assert.Contains(t, err.Error(), c.says)
+			}
+			removed, err := atomicfile.CleanTemps(dir)
+			require.NoError(t, err)
+			assert.Empty(t, removed, "no temporary file left behind")
+		})
+	}
+	t.Run("CopyNew", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "no", "config.yaml.bak")
+		_, err := atomicfile.CopyNew(path, []byte("x"), 0)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+		var pe *fs.PathError
+		require.ErrorAs(t, err, &pe)
+		assert.Equal(t, path, pe.Path)
+	})
+}
