@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 
@@ -66,36 +67,78 @@ func WriteJSON(path string, v any, perm fs.FileMode) error {
 	return WriteFile(path, append(b, '\n'), perm)
 }
 
-// ReadYAML decodes the YAML file at path into v. A missing file gives an
-// error matching fs.ErrNotExist; bytes that do not parse, or an empty file,
-// give a *CorruptError. Unknown fields are ignored.
-func ReadYAML(path string, v any) error { return readFile(path, v, decodeYAML, false) }
+// ReadYAML decodes the YAML file at path into v, which must be a non-nil
+// pointer (anything else is the caller's mistake, reported as a plain
+// error before the file is read). A missing file gives an error matching
+// fs.ErrNotExist; bytes that do not parse, or an empty file, give a
+// *CorruptError. Unknown fields are ignored.
+func ReadYAML(path string, v any) error { return readFile("ReadYAML", path, v, decodeYAML, false) }
 
 // ReadYAMLStrict is ReadYAML but an unknown field is a *CorruptError.
-func ReadYAMLStrict(path string, v any) error { return readFile(path, v, decodeYAML, true) }
+func ReadYAMLStrict(path string, v any) error {
+	return readFile("ReadYAMLStrict", path, v, decodeYAML, true)
+}
 
 // ReadJSON decodes the JSON file at path into v, like ReadYAML.
-func ReadJSON(path string, v any) error { return readFile(path, v, decodeJSON, false) }
+func ReadJSON(path string, v any) error { return readFile("ReadJSON", path, v, decodeJSON, false) }
 
 // ReadJSONStrict is ReadJSON but an unknown field is a *CorruptError.
-func ReadJSONStrict(path string, v any) error { return readFile(path, v, decodeJSON, true) }
+func ReadJSONStrict(path string, v any) error {
+	return readFile("ReadJSONStrict", path, v, decodeJSON, true)
+}
 
 // ParseYAML decodes data, read from path, into v; v may be nil to check the
-// syntax only. Errors are *CorruptError naming path.
-func ParseYAML(path string, data []byte, v any) error { return decodeYAML(path, data, v, false) }
+// syntax only, and is otherwise a non-nil pointer, as for ReadYAML. Errors
+// about data are *CorruptError naming path.
+func ParseYAML(path string, data []byte, v any) error {
+	if err := checkTarget("ParseYAML", path, v, true); err != nil {
+		return err
+	}
+	return decodeYAML(path, data, v, false)
+}
 
 // ParseJSON decodes data, read from path, into v; v may be nil to check the
-// syntax only. Errors are *CorruptError naming path.
-func ParseJSON(path string, data []byte, v any) error { return decodeJSON(path, data, v, false) }
+// syntax only, and is otherwise a non-nil pointer, as for ReadJSON. Errors
+// about data are *CorruptError naming path.
+func ParseJSON(path string, data []byte, v any) error {
+	if err := checkTarget("ParseJSON", path, v, true); err != nil {
+		return err
+	}
+	return decodeJSON(path, data, v, false)
+}
 
 type decodeFunc func(path string, data []byte, v any, strict bool) error
 
-func readFile(path string, v any, decode decodeFunc, strict bool) error {
+func readFile(fn, path string, v any, decode decodeFunc, strict bool) error {
+	if err := checkTarget(fn, path, v, false); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	return decode(path, data, v, strict)
+}
+
+// checkTarget returns an error when v is not something fn can decode into:
+// a non-nil pointer, or nil when nilOK. That is a bug in the caller, not a
+// corrupt file, so the error is a plain one that says so; without the
+// check the YAML decoder panics and the JSON decoder's error would be
+// reported as a corrupt file.
+func checkTarget(fn, path string, v any, nilOK bool) error {
+	if v == nil {
+		if nilOK {
+			return nil
+		}
+		return fmt.Errorf("atomicfile: %s(%q, nil): v must be a pointer to the value to decode into", fn, path)
+	}
+	switch rv := reflect.ValueOf(v); {
+	case rv.Kind() != reflect.Pointer:
+		return fmt.Errorf("atomicfile: %s(%q, %T): v is not a pointer; pass a pointer to the value to decode into, such as &cfg", fn, path, v)
+	case rv.IsNil():
+		return fmt.Errorf("atomicfile: %s(%q, %T(nil)): v is a nil pointer; pass a pointer to the value to decode into, such as &cfg", fn, path, v)
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)

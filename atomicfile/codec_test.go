@@ -90,6 +90,59 @@ func TestReadMissingAndEmpty(t *testing.T) {
 	require.ErrorIs(t, err, atomicfile.ErrEmpty)
 }
 
+// TestDecodeTargetMustBeAPointer: a v that cannot be decoded into is the
+// caller's bug: a plain error that says so, never a panic, and never a
+// *CorruptError blaming the file and suggesting repairs.
+func TestDecodeTargetMustBeAPointer(t *testing.T) {
+	dir := t.TempDir()
+	y := filepath.Join(dir, "a.yaml")
+	require.NoError(t, os.WriteFile(y, []byte("name: x\n"), 0o600))
+	j := filepath.Join(dir, "a.json")
+	require.NoError(t, os.WriteFile(j, []byte(`{"name":"x"}`), 0o600))
+	funcs := []struct {
+		name  string
+		nilOK bool // nil checks the syntax only
+		call  func(v any) error
+	}{
+		{"ReadYAML", false, func(v any) error { return atomicfile.ReadYAML(y, v) }},
+		{"ReadYAMLStrict", false, func(v any) error { return atomicfile.ReadYAMLStrict(y, v) }},
+		{"ReadJSON", false, func(v any) error { return atomicfile.ReadJSON(j, v) }},
+		{"ReadJSONStrict", false, func(v any) error { return atomicfile.ReadJSONStrict(j, v) }},
+		{"ParseYAML", true, func(v any) error { return atomicfile.ParseYAML(y, []byte("name: x\n"), v) }},
+		{"ParseJSON", true, func(v any) error { return atomicfile.ParseJSON(j, []byte(`{"name":"x"}`), v) }},
+		{"ReadYAML of a missing file", false, func(v any) error { return atomicfile.ReadYAML(filepath.Join(dir, "none"), v) }},
+	}
+	targets := []struct {
+		name string
+		v    any
+		says string
+	}{
+		{"struct", doc{}, "not a pointer"},
+		{"map", map[string]any{}, "not a pointer"},
+		{"nil pointer", (*doc)(nil), "nil pointer"},
+		{"nil", nil, "must be a pointer"},
+	}
+	for _, f := range funcs {
+		for _, tg := range targets {
+			t.Run(f.name+"/"+tg.name, func(t *testing.T) {
+				var err error
+				require.NotPanics(t, func() { err = f.call(tg.v) })
+				if tg.v == nil && f.nilOK {
+					require.NoError(t, err)
+					return
+				}
+				require.Error(t, err)
+				assert.NotErrorIs(t, err, atomicfile.ErrCorrupt, "the file is fine")
+				assert.NotErrorIs(t, err, os.ErrNotExist, "the argument is checked first")
+				assert.Contains(t, err.Error(), tg.says)
+			})
+		}
+	}
+	var d doc
+	require.NoError(t, atomicfile.ReadYAML(y, &d), "a pointer is fine")
+	assert.Equal(t, "x", d.Name)
+}
+
 func TestStrictRejectsUnknownFields(t *testing.T) {
 	dir := t.TempDir()
 	y := filepath.Join(dir, "a.yaml")
