@@ -36,12 +36,21 @@ func (e *CorruptError) Error() string {
 	if e.Line > 0 {
 		where += ":" + strconv.Itoa(e.Line)
 	}
-	return where + ": corrupt: " + e.Err.Error() +
+	what := "corrupt"
+	if e.Err != nil {
+		what += ": " + e.Err.Error()
+	}
+	return where + ": " + what +
 		" (fix the file by hand, restore it from a backup, or run `mcpkeep doctor --fix`)"
 }
 
-// Unwrap returns ErrCorrupt and the decoder's error.
-func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+// Unwrap returns ErrCorrupt and the decoder's error, if there is one.
+func (e *CorruptError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrCorrupt}
+	}
+	return []error{ErrCorrupt, e.Err}
+}
 
 // WriteYAML encodes v as YAML and replaces path with it like WriteFile.
 func WriteYAML(path string, v any, perm fs.FileMode) error {

@@ -1,6 +1,7 @@
 package atomicfile_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -141,6 +142,22 @@ func TestDecodeTargetMustBeAPointer(t *testing.T) {
 	var d doc
 	require.NoError(t, atomicfile.ReadYAML(y, &d), "a pointer is fine")
 	assert.Equal(t, "x", d.Name)
+}
+
+// TestCorruptErrorWithoutErr: a CorruptError built without an Err, as a
+// caller may, still prints and matches ErrCorrupt.
+func TestCorruptErrorWithoutErr(t *testing.T) {
+	for _, ce := range []*atomicfile.CorruptError{{Path: "p"}, {Path: "p", Line: 3}} {
+		var msg string
+		require.NotPanics(t, func() { msg = ce.Error() })
+		assert.Contains(t, msg, "p")
+		assert.Contains(t, msg, "corrupt")
+		assert.NotContains(t, msg, "<nil>")
+		require.ErrorIs(t, ce, atomicfile.ErrCorrupt)
+		var got *atomicfile.CorruptError
+		require.ErrorAs(t, fmt.Errorf("wrapped: %w", ce), &got)
+		assert.Same(t, ce, got)
+	}
 }
 
 func TestStrictRejectsUnknownFields(t *testing.T) {
