@@ -18,10 +18,18 @@ import (
 // ErrCorrupt is matched by every *CorruptError.
 var ErrCorrupt = errors.New("atomicfile: corrupt file")
 
-// ErrEmpty is the Err of a *CorruptError for a file that holds no bytes.
+// ErrEmpty is matched by the Err of a *CorruptError for a file that holds
+// nothing to decode: no bytes, only white space or, in YAML, only comments.
 // WriteFile never leaves an empty file, so an empty one was torn by
 // something else.
 var ErrEmpty = errors.New("file is empty")
+
+var (
+	// errOnlyComments is the Err of a YAML file of comments alone.
+	errOnlyComments = fmt.Errorf("%w: it holds only comments, no YAML document", ErrEmpty)
+	// errSecondDocument is the Err of a YAML file of two documents or more.
+	errSecondDocument = errors.New("a second YAML document begins here (a file holds one)")
+)
 
 // CorruptError reports a file whose bytes do not parse.
 type CorruptError struct {
@@ -79,8 +87,9 @@ func WriteJSON(path string, v any, perm fs.FileMode) error {
 // ReadYAML decodes the YAML file at path into v, which must be a non-nil
 // pointer (anything else is the caller's mistake, reported as a plain
 // error before the file is read). A missing file gives an error matching
-// fs.ErrNotExist; bytes that do not parse, or an empty file, give a
-// *CorruptError. Unknown fields are ignored.
+// fs.ErrNotExist. Bytes that do not parse, a second document after the
+// first, or nothing to decode (an empty file, or one of comments only, whose
+// Err matches ErrEmpty) give a *CorruptError. Unknown fields are ignored.
 func ReadYAML(path string, v any) error { return readFile("ReadYAML", path, v, decodeYAML, false) }
 
 // ReadYAMLStrict is ReadYAML but an unknown field is a *CorruptError.
@@ -163,9 +172,28 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(strict)
 	err := dec.Decode(v)
-	if err == nil || errors.Is(err, io.EOF) {
-		return nil
+	if errors.Is(err, io.EOF) {
+		// Only comments: no document was decoded, as for an empty file.
+		return &CorruptError{Path: path, Err: errOnlyComments}
 	}
+	if err != nil {
+		return yamlError(path, err)
+	}
+	// One document per file: a second one, as JSON's trailing data, is a
+	// doubled or torn write, or two files pasted into one.
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return yamlError(path, err)
+	}
+	return &CorruptError{Path: path, Line: next.Line, Err: errSecondDocument}
+}
+
+// yamlError is the *CorruptError for an error of the YAML decoder, with
+// the line it names.
+func yamlError(path string, err error) *CorruptError {
 	ce := &CorruptError{Path: path, Err: err}
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		ce.Line, _ = strconv.Atoi(m[1])

@@ -31,6 +31,8 @@ func TestReadYAMLFixtures(t *testing.T) {
 		{"truncated.yaml", 0},
 		{"unclosed-flow.yaml", 0},
 		{"garbage.bin", 0},
+		{"two-documents.yaml", 3},
+		{"comments-only.yaml", 0},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			var d doc
@@ -89,6 +91,56 @@ func TestReadMissingAndEmpty(t *testing.T) {
 	err := atomicfile.ReadYAML(empty, &d)
 	require.ErrorIs(t, err, atomicfile.ErrCorrupt)
 	require.ErrorIs(t, err, atomicfile.ErrEmpty)
+}
+
+// TestYAMLHoldsOneDocument: a YAML file holds one document, as a JSON file
+// holds one value: a second is corrupt (a doubled or pasted write), and a
+// file of comments alone is as empty as a file of nothing.
+func TestYAMLHoldsOneDocument(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		line       int  // of the problem; -1: valid
+		empty      bool // matches ErrEmpty
+	}{
+		{name: "one", data: "name: a\n", line: -1},
+		{name: "start marker", data: "---\nname: a\n", line: -1},
+		{name: "end marker", data: "name: a\n...\n", line: -1},
+		{name: "comments around", data: "# c\nname: a # d\n# e\n", line: -1},
+		{name: "two", data: "name: a\n---\nname: b\n", line: 2},
+		{name: "two after blank lines", data: "name: a\n\n\n--- b\n", line: 4},
+		{name: "an empty second", data: "name: a\n---\n", line: 2},
+		{name: "a broken second", data: "name: a\n---\nname: [\n", line: 3},
+		{name: "three", data: "name: a\n---\nname: b\n---\nname: c\n", line: 2},
+		{name: "only comments", data: "# name: a\n\n  # more\n", empty: true},
+		{name: "only white space", data: " \n\t\n", empty: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "a.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
+			for fn, read := range map[string]func() error{
+				"ReadYAML":       func() error { var d doc; return atomicfile.ReadYAML(path, &d) },
+				"ReadYAMLStrict": func() error { var d doc; return atomicfile.ReadYAMLStrict(path, &d) },
+				"ParseYAML nil":  func() error { return atomicfile.ParseYAML(path, []byte(tc.data), nil) },
+			} {
+				err := read()
+				if tc.line < 0 && !tc.empty {
+					assert.NoError(t, err, fn)
+					continue
+				}
+				var ce *atomicfile.CorruptError
+				if !assert.ErrorAs(t, err, &ce, fn) {
+					continue
+				}
+				assert.Equal(t, path, ce.Path, fn)
+				if tc.empty {
+					assert.ErrorIs(t, err, atomicfile.ErrEmpty, fn)
+					continue
+				}
+				assert.NotErrorIs(t, err, atomicfile.ErrEmpty, fn)
+				assert.Equal(t, tc.line, ce.Line, fn)
+			}
+		})
+	}
 }
 
 // TestDecodeTargetMustBeAPointer: a v that cannot be decoded into is the
