@@ -32,24 +32,49 @@ var (
 )
 
 // CorruptError reports a file whose bytes do not parse.
+//
+// Its message ends with what a person should do about the file: Remedy
+// when the caller that knows what the file is for has set it (the config
+// file of a home, say, which `mcpkeep doctor --fix` restores from git),
+// else the generic advice to fix the file by hand or restore it from a
+// backup. This package cannot know which files a tool repairs.
 type CorruptError struct {
-	Path string // the file
+	Path string // the file, as the caller named it
 	Line int    // 1-based line of the first problem, 0 if unknown
-	Err  error  // what the decoder said
+	Err  error  // what the decoder said; nil if nothing more is known
+
+	// Remedy says what to do about the file, as a lower-case phrase
+	// ("restart the server: it restores the file from git"). Empty means
+	// the generic advice to fix the file by hand or restore it from a
+	// backup.
+	Remedy string
 }
 
-// Error names the file and the line, and says how to repair it.
+// defaultRemedy is the remedy of a CorruptError whose Remedy is empty.
+const defaultRemedy = "fix the file by hand or restore it from a backup"
+
+// Error names the file and the line, says what is wrong with it, and what
+// to do: Problem, then the remedy in parentheses.
 func (e *CorruptError) Error() string {
+	remedy := e.Remedy
+	if remedy == "" {
+		remedy = defaultRemedy
+	}
+	return e.Problem() + " (" + remedy + ")"
+}
+
+// Problem is Error without the remedy: the file, the line and what is
+// wrong. A caller that is repairing the file already, and so has no advice
+// to pass on, reports it with Problem.
+func (e *CorruptError) Problem() string {
 	where := e.Path
 	if e.Line > 0 {
 		where += ":" + strconv.Itoa(e.Line)
 	}
-	what := "corrupt"
-	if e.Err != nil {
-		what += ": " + e.Err.Error()
+	if e.Err == nil {
+		return where + ": corrupt"
 	}
-	return where + ": " + what +
-		" (fix the file by hand, restore it from a backup, or run `mcpkeep doctor --fix`)"
+	return where + ": corrupt: " + e.Err.Error()
 }
 
 // Unwrap returns ErrCorrupt and the decoder's error, if there is one.

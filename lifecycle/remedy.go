@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"syscall"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 )
 
 // remedy says what a person can do about err when it is a file system
@@ -49,12 +52,27 @@ func withRemedy(err error, home string) error {
 // Explain adds to err, when it is a disk or permission error (ENOSPC,
 // EDQUOT, EROFS, EACCES, EPERM, EIO), what a person can do about it: free
 // space, remount read-write, give the files back to the server's user, or
-// check the disk. Other errors, and nil, are returned as they are. Update
-// and Commit already explain their errors; use Explain for a tool's own
-// reads and writes.
+// check the disk. A *atomicfile.CorruptError (as atomicfile.ReadYAML
+// returns it, unwrapped) of a file in ConfigDir gets its remedy too:
+// restart the server, or run `mcpkeep doctor --fix` with it stopped, to
+// restore the file from git. Other errors, and nil, are returned as they
+// are. Update and Commit already explain their errors; use Explain for a
+// tool's own reads and writes.
 func (e *Env) Explain(err error) error {
 	if err == nil {
 		return nil
 	}
+	if ce, ok := err.(*atomicfile.CorruptError); ok && ce.Remedy == "" && within(e.ConfigDir, ce.Path) {
+		c := *ce
+		c.Remedy = fmt.Sprintf("restart the server, or stop it and run `mcpkeep doctor --fix --home %s`: "+
+			"either moves the file to backups/ and puts back its last good version from git; or fix it by hand", e.Home)
+		return &c
+	}
 	return withRemedy(err, e.Home)
+}
+
+// within reports whether path is inside dir.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != "." && filepath.IsLocal(rel)
 }

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
@@ -43,4 +45,29 @@ func TestRemedy(t *testing.T) {
 		}
 	}
 	assert.NoError(t, env.Explain(nil))
+}
+
+// TestExplainCorruptConfig: a config file that does not parse is restored
+// from git by a restart or by doctor --fix, and Explain says so; a corrupt
+// file elsewhere keeps atomicfile's generic advice, and a remedy already
+// given is kept.
+func TestExplainCorruptConfig(t *testing.T) {
+	env := &Env{Home: "/h", ConfigDir: "/h/config"}
+	corrupt := func(path, remedy string) error {
+		return &atomicfile.CorruptError{Path: path, Line: 2, Err: errors.New("bad"), Remedy: remedy}
+	}
+	for _, tc := range []struct {
+		err  error
+		says string
+	}{
+		{corrupt("/h/config/personas/default.yaml", ""), "(restart the server, or stop it and run `mcpkeep doctor --fix --home /h`: " +
+			"either moves the file to backups/ and puts back its last good version from git; or fix it by hand)"},
+		{corrupt("/h/notes.yaml", ""), "(fix the file by hand or restore it from a backup)"},
+		{corrupt("/h/config", ""), "(fix the file by hand or restore it from a backup)"},
+		{corrupt("/h/config/a.yaml", "ask the caller"), "(ask the caller)"},
+	} {
+		err := env.Explain(tc.err)
+		assert.ErrorIs(t, err, atomicfile.ErrCorrupt)
+		assert.True(t, strings.HasSuffix(err.Error(), tc.says), "%v", err)
+	}
 }

@@ -184,6 +184,9 @@ func TestRunFindsAndFixes(t *testing.T) {
 				assert.Equal(t, string(fixture(t, "base.yaml")), read(t, home, "config/base.yaml"), "restored from git")
 				assert.Contains(t, backupHashes(t, home), sha256.Sum256(fixture(t, "corrupt-base.yaml")), "quarantined, bytes intact")
 				assert.False(t, r.NeedsUser())
+				require.Len(t, r.Findings, 1)
+				assert.Contains(t, r.Findings[0].Detail, "base.yaml:")
+				assert.NotContains(t, r.Findings[0].Detail, "(", "no advice to do what recovery is doing: %s", r.Findings[0].Detail)
 			},
 		},
 		{

@@ -152,7 +152,7 @@ func (r *runner) staleState(context.Context) error {
 	detail := ""
 	switch {
 	case err != nil:
-		detail = "unreadable: " + err.Error()
+		detail = "unreadable: " + problem(err)
 	case s.Ours():
 		return nil
 	case s.Alive():
@@ -220,7 +220,7 @@ func (r *runner) checkpoints(context.Context) error {
 			r.add(Finding{Kind: KindInterrupted, Path: r.rel(cdir), Action: "removed",
 				Detail: "a checkpoint that was never completed; no file had been changed under it"})
 		case err != nil:
-			r.add(Finding{Kind: KindInterrupted, Path: r.rel(cdir), Action: "none", Detail: err.Error(), NeedsUser: true,
+			r.add(Finding{Kind: KindInterrupted, Path: r.rel(cdir), Action: "none", Detail: problem(err), NeedsUser: true,
 				Remedy: "compare the pre-images in " + r.rel(cdir) + " with the files they name, then remove the directory"})
 			continue
 		default:
@@ -366,7 +366,7 @@ func (r *runner) checkFile(store *gitstore.Store, configDir, rel string) error {
 			good, from = d, "the default"
 		}
 	}
-	f := Finding{Kind: KindCorruptConfig, Path: r.rel(abs), Detail: perr.Error()}
+	f := Finding{Kind: KindCorruptConfig, Path: r.rel(abs), Detail: problem(perr)}
 	if good == nil {
 		f.Action, f.NeedsUser = "quarantined to "+BackupsDir+"/", true
 		f.Remedy = "no good version in history: fix the copy in " + BackupsDir + "/ and put it back, then commit"
@@ -427,4 +427,15 @@ func configFiles(dir string) ([]string, error) {
 	})
 	slices.Sort(files)
 	return files, err
+}
+
+// problem is err's text for a Finding's Detail. A *atomicfile.CorruptError
+// gives its Problem, without the remedy it would carry to a person: the
+// Finding's Action and Remedy say what is done, or to do, about the file.
+func problem(err error) string {
+	var ce *atomicfile.CorruptError
+	if errors.As(err, &ce) {
+		return strings.Replace(err.Error(), ce.Error(), ce.Problem(), 1)
+	}
+	return err.Error()
 }

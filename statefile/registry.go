@@ -139,7 +139,8 @@ func (r *Registry) Unregister(id string) error {
 func (r *Registry) List() ([]Entry, error) {
 	entries, err := r.read()
 	if err != nil {
-		return nil, err
+		return nil, withRemedy(err, "the next server to start or stop moves it aside (to "+
+			filepath.Base(r.path)+".corrupt-<UTC time>) and starts an empty registry")
 	}
 	return slices.DeleteFunc(entries, func(e Entry) bool { return !e.State.Alive() }), nil
 }
@@ -206,8 +207,13 @@ func (r *Registry) quarantine(cause error) error {
 		return fmt.Errorf("statefile: move corrupt registry aside (remove %s by hand to start afresh): %w", r.path, errors.Join(cause, err))
 	}
 	if r.Logger != nil {
+		problem := cause.Error()
+		var ce *atomicfile.CorruptError
+		if errors.As(cause, &ce) {
+			problem = ce.Problem() // its remedy is what this does
+		}
 		r.Logger.Warn("registry: corrupt file moved aside; starting an empty registry (live servers re-register on their next start)",
-			"path", r.path, "moved_to", aside, "err", cause)
+			"path", r.path, "moved_to", aside, "err", problem)
 	}
 	return nil
 }

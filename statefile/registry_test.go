@@ -329,6 +329,9 @@ func TestRegistryCorruptFileIsMovedAside(t *testing.T) {
 	var ce *atomicfile.CorruptError
 	require.ErrorAs(t, err, &ce, "a reader reports the corrupt file")
 	assert.Equal(t, path, ce.Path)
+	assert.Contains(t, err.Error(), "the next server to start or stop moves it aside (to servers.json.corrupt-<UTC time>)",
+		"and what becomes of it")
+	assert.NotContains(t, err.Error(), "doctor", "doctor repairs homes, not the registry")
 
 	require.NoError(t, reg.Register("/h", statefile.New("x", "/h")), "a writer replaces it")
 	list, err := reg.List()
@@ -344,10 +347,13 @@ func TestRegistryCorruptFileIsMovedAside(t *testing.T) {
 	var rec struct {
 		Level   string `json:"level"`
 		MovedTo string `json:"moved_to"`
+		Err     string `json:"err"`
 	}
 	require.NoError(t, json.Unmarshal(logs.Bytes(), &rec), "one log record: %s", logs.String())
 	assert.Equal(t, "WARN", rec.Level)
 	assert.Equal(t, matches[0], rec.MovedTo, "the log says where the bytes went")
+	assert.Contains(t, rec.Err, path+":1: corrupt: ")
+	assert.NotContains(t, rec.Err, "(", "no advice to do what is being done")
 }
 
 func TestRegistryNewerSchema(t *testing.T) {

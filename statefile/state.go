@@ -130,19 +130,36 @@ func Write(path string, s *State) error {
 func Read(path string) (*State, error) {
 	var s State
 	if err := atomicfile.ReadJSON(path, &s); err != nil {
-		return nil, err
+		return nil, withRemedy(err, stateRemedy)
 	}
 	return &s, check(path, &s)
 }
+
+// stateRemedy is what to do about a corrupt state file: nothing by hand,
+// since recovery moves a state file it cannot read to backups/.
+const stateRemedy = "the next start of a server in its home moves it to backups/, " +
+	"as does `mcpkeep doctor --fix` while none runs there"
 
 func check(path string, s *State) error {
 	switch {
 	case s.Schema > SchemaVersion:
 		return fmt.Errorf("%s: schema %d is newer than this toolkit's %d (upgrade mcpkeep): %w", path, s.Schema, SchemaVersion, ErrUnknownVersion)
 	case s.Schema < 1 || s.PID <= 0:
-		return &atomicfile.CorruptError{Path: path, Err: fmt.Errorf("schema %d, pid %d: not a state file", s.Schema, s.PID)}
+		return &atomicfile.CorruptError{Path: path, Err: fmt.Errorf("schema %d, pid %d: not a state file", s.Schema, s.PID),
+			Remedy: stateRemedy}
 	}
 	return nil
+}
+
+// withRemedy returns err, or, when it is a *atomicfile.CorruptError, a copy
+// that gives remedy as what a person should do about the file.
+func withRemedy(err error, remedy string) error {
+	if ce, ok := err.(*atomicfile.CorruptError); ok {
+		c := *ce
+		c.Remedy = remedy
+		return &c
+	}
+	return err
 }
 
 // Remove removes the state file at path only if it describes the current

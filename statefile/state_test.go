@@ -150,6 +150,8 @@ func TestReadBadFiles(t *testing.T) {
 				var ce *atomicfile.CorruptError
 				require.ErrorAs(t, err, &ce)
 				assert.Equal(t, path, ce.Path)
+				assert.Contains(t, err.Error(), "moves it to backups/", "a start or doctor --fix sets it aside")
+				assert.Contains(t, err.Error(), "mcpkeep doctor --fix")
 			}
 			if tc.newer {
 				require.ErrorIs(t, err, statefile.ErrUnknownVersion)
