@@ -97,7 +97,13 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	}
 
 	var mu sync.Mutex // guards st
-	st := statefile.New(o.Name, o.Home)
+	st, err := statefile.New(o.Name, o.Home)
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		return err
+	}
 	st.Version, st.ToolkitVersion, st.Stdio, st.Token = o.Version, bootstrap.ToolkitVersion(), !o.NoStdio, token
 	if ln != nil {
 		port := ln.Addr().(*net.TCPAddr).Port

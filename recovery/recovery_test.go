@@ -144,6 +144,19 @@ func TestRunFindsAndFixes(t *testing.T) {
 			},
 		},
 		{
+			// pid 1 runs, but nothing shows it wrote this file.
+			name: "state without a start time",
+			plant: func(t *testing.T, home string) {
+				put(t, home, "state.json", []byte(`{"schema":1,"name":"helios","pid":1}`))
+			},
+			kinds: []string{recovery.KindStaleState},
+			check: func(t *testing.T, home string, r recovery.Report) {
+				assert.NoFileExists(t, filepath.Join(home, "state.json"))
+				require.Len(t, r.Findings, 1)
+				assert.Contains(t, r.Findings[0].Detail, "no process start time")
+			},
+		},
+		{
 			name:  "torn state",
 			plant: func(t *testing.T, home string) { put(t, home, "state.json", fixture(t, "torn-state.json")) },
 			kinds: []string{recovery.KindStaleState},

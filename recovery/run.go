@@ -157,6 +157,8 @@ func (r *runner) staleState(context.Context) error {
 		return nil
 	case s.Alive():
 		return nil // a live server's (doctor beside it): not ours to touch
+	case s.StartTime == 0:
+		detail = fmt.Sprintf("no process start time, so no proof that pid %d is the server that wrote it", s.PID)
 	default:
 		detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", s.PID)
 	}

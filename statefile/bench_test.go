@@ -12,7 +12,7 @@ import (
 // BenchmarkRead reads one state file from many goroutines.
 func BenchmarkRead(b *testing.B) {
 	path := filepath.Join(b.TempDir(), statefile.FileName)
-	s := statefile.New("bench", "/h")
+	s := newState(b, "bench", "/h")
 	if err := statefile.Write(path, &s); err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func BenchmarkRead(b *testing.B) {
 // a locked read-modify-write with a durable replace.
 func BenchmarkRegister(b *testing.B) {
 	reg := statefile.NewRegistry(filepath.Join(b.TempDir(), "servers.json"))
-	s := statefile.New("bench", "/h")
+	s := newState(b, "bench", "/h")
 	var n atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		id := fmt.Sprintf("g%d", n.Add(1))

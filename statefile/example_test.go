@@ -15,7 +15,11 @@ func ExampleRead() {
 	defer os.RemoveAll(home)
 	path := filepath.Join(home, statefile.FileName)
 
-	s := statefile.New("helios", home)
+	s, err := statefile.New("helios", home)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	s.HTTP = &statefile.HTTP{Host: "127.0.0.1", Port: 4242, URL: statefile.URL("localhost", 4242)}
 	if err := statefile.Write(path, &s); err != nil {
 		fmt.Println(err)
@@ -36,7 +40,12 @@ func ExampleRegistry() {
 	defer os.RemoveAll(dir)
 	reg := statefile.NewRegistry(filepath.Join(dir, "servers.json"))
 
-	if err := reg.Register("/home/me/.helios", statefile.New("helios", "/home/me/.helios")); err != nil {
+	s, err := statefile.New("helios", "/home/me/.helios")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := reg.Register("/home/me/.helios", s); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -79,8 +79,9 @@ type registryFile struct {
 // every read-modify-write holds an exclusive flock on the sidecar
 // <file>.lock for the whole transaction and replaces the file atomically,
 // so no update is lost and readers, which take no lock, never see a torn
-// file. Entries of dead processes are pruned on every write and hidden on
-// every read. A Registry holds no open files and may be used from many
+// file. Entries of dead processes (see State.Alive), and of records
+// without a start time, are pruned on every write and hidden on every
+// read. A Registry holds no open files and may be used from many
 // goroutines; the zero value is a disabled registry, use NewRegistry.
 //
 // A corrupt registry file does not stop registration: a writer renames it
@@ -108,10 +109,14 @@ func (r *Registry) Path() string { return r.path }
 // registry. An update holds the lock only for one read and one durable
 // replace (about a millisecond), and a process killed while holding it
 // releases it (the kernel drops the flock), so the wait is short unless a
-// holder is stopped (SIGSTOP) mid-update.
+// holder is stopped (SIGSTOP) mid-update. It refuses a State without a PID
+// or a start time, which would read as dead: build it with New.
 func (r *Registry) Register(id string, s State) error {
 	if id == "" {
 		return errors.New("statefile: registry entry id is empty")
+	}
+	if err := s.checkProcess(); err != nil {
+		return fmt.Errorf("statefile: register %s: %w", id, err)
 	}
 	s.Token = "" // the registry is for discovery; tokens stay in the 0600 state file
 	return r.update(func(entries []Entry) []Entry {
@@ -124,7 +129,10 @@ func (r *Registry) Register(id string, s State) error {
 // Another process's entry under the same id is left alone.
 // Like Register, it blocks while another update runs.
 func (r *Registry) Unregister(id string) error {
-	pid, start, _ := proc.Self()
+	pid, start, err := proc.Self()
+	if err != nil {
+		return fmt.Errorf("statefile: unregister %s: read this process's start time: %w", id, err)
+	}
 	return r.update(func(entries []Entry) []Entry {
 		return slices.DeleteFunc(entries, func(e Entry) bool {
 			return e.ID == id && e.State.PID == pid && e.State.StartTime == start

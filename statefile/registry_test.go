@@ -45,10 +45,13 @@ func TestHelperRegistry(t *testing.T) {
 	}
 	reg := statefile.NewRegistry(os.Getenv(regEnv))
 	id := os.Getenv(idEnv)
-	self := statefile.New(id, "/home/"+id)
 	fail := func(err error) {
 		fmt.Println("error", err)
 		os.Exit(1)
+	}
+	self, err := statefile.New(id, "/home/"+id)
+	if err != nil {
+		fail(err)
 	}
 	switch role {
 	case "churn":
@@ -209,7 +212,7 @@ func TestHelperRegistryCrash(t *testing.T) {
 		return
 	}
 	reg := statefile.NewRegistry(os.Getenv(regEnv))
-	err := reg.Register("crasher", statefile.New("crasher", "/c"))
+	err := reg.Register("crasher", newState(t, "crasher", "/c"))
 	fmt.Println("survived", err) // not reached when the failpoint kills
 	os.Exit(0)
 }
@@ -217,7 +220,7 @@ func TestHelperRegistryCrash(t *testing.T) {
 func TestRegistryKilledWhileLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	reg := statefile.NewRegistry(path)
-	require.NoError(t, reg.Register("parent", statefile.New("parent", "/p")))
+	require.NoError(t, reg.Register("parent", newState(t, "parent", "/p")))
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
 
@@ -241,49 +244,73 @@ func TestRegistryKilledWhileLocked(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after))
 
-	require.NoError(t, reg.Register("next", statefile.New("next", "/n")))
+	require.NoError(t, reg.Register("next", newState(t, "next", "/n")))
 	assert.Equal(t, []string{"next", "parent"}, rawIDs(t, path))
 }
 
 func TestRegistryInjectedErrorKeepsFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	reg := statefile.NewRegistry(path)
-	require.NoError(t, reg.Register("a", statefile.New("a", "/a")))
+	require.NoError(t, reg.Register("a", newState(t, "a", "/a")))
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
 
 	require.NoError(t, failpoint.Set("statefile.registry-locked=error"))
 	t.Cleanup(func() { failpoint.Set("") })
-	err = reg.Register("b", statefile.New("b", "/b"))
+	err = reg.Register("b", newState(t, "b", "/b"))
 	require.ErrorIs(t, err, failpoint.ErrInjected)
 	require.NoError(t, failpoint.Set(""))
 
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after), "a failed update changes nothing")
-	require.NoError(t, reg.Register("b", statefile.New("b", "/b")), "and does not leave the lock held")
+	require.NoError(t, reg.Register("b", newState(t, "b", "/b")), "and does not leave the lock held")
 	assert.Equal(t, []string{"a", "b"}, rawIDs(t, path))
 }
 
 func TestRegistryUnregisterLeavesOthersAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	reg := statefile.NewRegistry(path)
-	// pid 1 runs; start time 0 matches any running process.
-	other := statefile.State{Schema: statefile.SchemaVersion, Name: "other", PID: 1}
+	// pid 1 runs, and is not us.
+	other := statefile.State{Schema: statefile.SchemaVersion, Name: "other", PID: 1, StartTime: pid1Start(t)}
 	require.True(t, other.Alive())
 	require.NoError(t, reg.Register("/shared", other))
 
 	require.NoError(t, reg.Unregister("/shared"))
 	assert.Equal(t, []string{"/shared"}, rawIDs(t, path), "another process's entry stays")
 
-	require.NoError(t, reg.Register("/shared", statefile.New("me", "/shared")))
+	require.NoError(t, reg.Register("/shared", newState(t, "me", "/shared")))
 	require.NoError(t, reg.Unregister("/shared"))
 	assert.Empty(t, rawIDs(t, path), "our own entry goes")
 }
 
+// TestRegistryEntryWithoutStartTime: an entry with no start time cannot be
+// shown to be the process running under its pid now (pid 1 always runs):
+// it is hidden from List and pruned by the next write, and Register
+// refuses to write one.
+func TestRegistryEntryWithoutStartTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "servers.json")
+	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "registry", "no-start-time.json"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, fixture, 0o600))
+	reg := statefile.NewRegistry(path)
+
+	list, err := reg.List()
+	require.NoError(t, err)
+	assert.Empty(t, list, "not alive")
+
+	require.NoError(t, reg.Register("/h", newState(t, "me", "/h")))
+	assert.Equal(t, []string{"/h"}, rawIDs(t, path), "pruned")
+
+	err = reg.Register("/pid1", statefile.State{Schema: statefile.SchemaVersion, Name: "x", PID: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "start time")
+	assert.Equal(t, []string{"/h"}, rawIDs(t, path), "not written")
+}
+
 func TestRegistryDisabled(t *testing.T) {
 	reg := statefile.NewRegistry("")
-	require.ErrorIs(t, reg.Register("x", statefile.New("x", "/x")), statefile.ErrNoRegistry)
+	require.ErrorIs(t, reg.Register("x", newState(t, "x", "/x")), statefile.ErrNoRegistry)
 	require.ErrorIs(t, reg.Unregister("x"), statefile.ErrNoRegistry)
 	list, err := reg.List()
 	require.NoError(t, err)
@@ -297,7 +324,7 @@ func TestRegistryBasics(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, list, "a missing file is an empty registry")
 
-	s := statefile.New("helios", "/h")
+	s := newState(t, "helios", "/h")
 	s.Token = "secret"
 	require.NoError(t, reg.Register("/h", s))
 	require.NoError(t, reg.Register("/h", s), "registering again replaces")
@@ -333,7 +360,7 @@ func TestRegistryCorruptFileIsMovedAside(t *testing.T) {
 		"and what becomes of it")
 	assert.NotContains(t, err.Error(), "doctor", "doctor repairs homes, not the registry")
 
-	require.NoError(t, reg.Register("/h", statefile.New("x", "/h")), "a writer replaces it")
+	require.NoError(t, reg.Register("/h", newState(t, "x", "/h")), "a writer replaces it")
 	list, err := reg.List()
 	require.NoError(t, err)
 	assert.Len(t, list, 1)

@@ -72,9 +72,15 @@ type State struct {
 }
 
 // New returns a State for the current process with Schema, PID, StartTime,
-// BootID, Cwd, StartedAt and Status (starting) filled in.
-func New(name, home string) State {
-	pid, start, _ := proc.Self()
+// BootID, Cwd, StartedAt and Status (starting) filled in. It fails when the
+// process cannot read its own start time: a record without one reads as
+// dead (see Alive), so it would be pruned from the registry and its state
+// file taken for a stale one.
+func New(name, home string) (State, error) {
+	pid, start, err := proc.Self()
+	if err != nil {
+		return State{}, fmt.Errorf("statefile: cannot read this process's start time, without which its record reads as dead: %w", err)
+	}
 	cwd, _ := os.Getwd()
 	return State{
 		Schema:    SchemaVersion,
@@ -86,13 +92,15 @@ func New(name, home string) State {
 		Cwd:       cwd,
 		StartedAt: time.Now().UTC().Truncate(time.Millisecond),
 		Status:    StatusStarting,
-	}
+	}, nil
 }
 
 // Alive reports whether the process s describes is running: its PID exists
 // and its start time matches, so a PID reused by another process, or one from
 // an earlier boot, reads as dead, and so does a process that exited but is
-// not yet reaped (a zombie). A PID of another user (EPERM) is alive.
+// not yet reaped (a zombie). A record without a start time (0) reads as
+// dead, since nothing shows it is the process running under its PID now. A
+// PID of another user (EPERM) is alive.
 func (s *State) Alive() bool {
 	if s == nil {
 		return false
@@ -105,23 +113,39 @@ func (s *State) Alive() bool {
 	return proc.Alive(s.PID, s.StartTime)
 }
 
-// Ours reports whether s describes the current process.
+// Ours reports whether s describes the current process. A record without
+// a start time is not ours, nor any record when this process cannot read
+// its own start time.
 func (s *State) Ours() bool {
-	pid, start, _ := proc.Self()
-	return s != nil && s.PID == pid && s.StartTime == start
+	pid, start, err := proc.Self()
+	return err == nil && s != nil && s.StartTime != 0 && s.PID == pid && s.StartTime == start
 }
 
 // Write atomically and durably replaces the state file at path with s, mode
 // 0600 (see atomicfile.WriteFile). A symlink at path is replaced, not
-// followed. A zero s.Schema is set to SchemaVersion.
+// followed. A zero s.Schema is set to SchemaVersion. It refuses a State
+// without a PID or a start time, which would read as dead: build it with
+// New.
 func Write(path string, s *State) error {
 	if s == nil {
 		return fmt.Errorf("statefile: write %s: nil State", path)
+	}
+	if err := s.checkProcess(); err != nil {
+		return fmt.Errorf("statefile: write %s: %w", path, err)
 	}
 	if s.Schema == 0 {
 		s.Schema = SchemaVersion
 	}
 	return atomicfile.WriteJSON(path, s, 0o600)
+}
+
+// checkProcess returns an error when s cannot describe a live process:
+// it has no PID or no start time.
+func (s *State) checkProcess() error {
+	if s.PID <= 0 || s.StartTime == 0 {
+		return fmt.Errorf("pid %d, start time %d: a record needs both, or it reads as dead (build it with New)", s.PID, s.StartTime)
+	}
+	return nil
 }
 
 // Read reads the state file at path. A missing file gives an error matching

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -11,11 +12,32 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	procinfo "github.com/mcpkeep/mcpkeep/internal/proc" // proc is a helper type of registry_test.go
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
+// newState returns a State for this process, as a server makes its own.
+func newState(tb testing.TB, name, home string) statefile.State {
+	tb.Helper()
+	s, err := statefile.New(name, home)
+	require.NoError(tb, err)
+	return s
+}
+
+// pid1Start returns the start time of pid 1, a process that always runs
+// and is never the test.
+func pid1Start(t *testing.T) uint64 {
+	t.Helper()
+	start, err := procinfo.StartTime(1)
+	require.NoError(t, err)
+	if start == 0 {
+		t.Skip("pid 1 started in the first clock tick of this boot: no start time to check")
+	}
+	return start
+}
+
 func TestAlive(t *testing.T) {
-	self := statefile.New("t", t.TempDir())
+	self := newState(t, "t", t.TempDir())
 	assert.True(t, self.Alive(), "ourselves")
 
 	wrong := self
@@ -36,13 +58,41 @@ func TestAlive(t *testing.T) {
 	assert.False(t, none.Alive())
 }
 
+// TestNoStartTimeIsDead: a state file with no start time names a pid but
+// cannot show that the process running under it now (pid 1 always runs)
+// is the one that wrote it: it reads as dead, and as not ours, and Write
+// refuses to make one.
+func TestNoStartTimeIsDead(t *testing.T) {
+	s, err := statefile.Read(filepath.Join("..", "testdata", "state", "no-start-time.json"))
+	require.NoError(t, err)
+	require.Equal(t, 1, s.PID)
+	require.Zero(t, s.StartTime)
+	assert.False(t, s.Alive())
+	assert.False(t, s.Ours())
+
+	ours := newState(t, "t", "/h")
+	ours.StartTime = 0
+	assert.False(t, ours.Alive(), "our own pid, without the start time")
+	assert.False(t, ours.Ours())
+
+	for _, bad := range []statefile.State{{PID: 1}, {PID: 0, StartTime: 1}, ours} {
+		path := filepath.Join(t.TempDir(), statefile.FileName)
+		err := statefile.Write(path, &bad)
+		require.Error(t, err, "%+v", bad)
+		assert.Contains(t, err.Error(), path)
+		assert.Contains(t, err.Error(), "build it with New")
+		assert.NoFileExists(t, path)
+	}
+}
+
 func TestAliveOtherUserIsAlive(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a child as nobody")
 	}
 	// As nobody, kill(1, 0) fails with EPERM: pid 1 must still read alive.
+	start := pid1Start(t)
 	cmd := exec.Command(exeForNobody(t), "-test.run=^TestHelperAliveAsNobody$")
-	cmd.Env = append(os.Environ(), "STATEFILE_HELPER=alive")
+	cmd.Env = append(os.Environ(), "STATEFILE_HELPER=alive", "STATEFILE_PID1_START="+strconv.FormatUint(start, 10))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
@@ -53,14 +103,15 @@ func TestHelperAliveAsNobody(t *testing.T) {
 	if os.Getenv("STATEFILE_HELPER") != "alive" {
 		return
 	}
-	s := statefile.State{PID: 1}
+	start, _ := strconv.ParseUint(os.Getenv("STATEFILE_PID1_START"), 10, 64)
+	s := statefile.State{PID: 1, StartTime: start}
 	os.Stdout.WriteString("alive=" + map[bool]string{true: "true", false: "false"}[s.Alive()] + "\n")
 }
 
 func TestWriteReadRemove(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, statefile.FileName)
-	s := statefile.New("helios", dir)
+	s := newState(t, "helios", dir)
 	s.Token = "secret"
 	require.NoError(t, statefile.Write(path, &s))
 
@@ -83,7 +134,7 @@ func TestWriteReadRemove(t *testing.T) {
 
 func TestRemoveLeavesOthersAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), statefile.FileName)
-	other := statefile.New("other", "/h")
+	other := newState(t, "other", "/h")
 	other.PID, other.StartTime = 1, 1
 	require.NoError(t, statefile.Write(path, &other))
 	before, err := os.ReadFile(path)
@@ -118,7 +169,7 @@ func TestSymlinkNotFollowed(t *testing.T) {
 	path := filepath.Join(dir, statefile.FileName)
 	require.NoError(t, os.Symlink(target, path))
 
-	s := statefile.New("t", dir)
+	s := newState(t, "t", dir)
 	require.NoError(t, statefile.Write(path, &s))
 
 	b, err := os.ReadFile(target)

@@ -27,14 +27,12 @@ func Running(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// Alive reports whether pid runs and started at start. A zero start matches
-// any running process (for records that predate start times).
+// Alive reports whether pid runs and started at start. A zero start is no
+// start time at all, and is never alive: it cannot show that the process
+// running now under pid is the one the record was written for.
 func Alive(pid int, start uint64) bool {
-	if !Running(pid) {
+	if start == 0 || !Running(pid) {
 		return false
-	}
-	if start == 0 {
-		return true
 	}
 	got, err := StartTime(pid)
 	if err != nil {

@@ -4,8 +4,8 @@ package proc
 
 import "errors"
 
-// StartTime is not implemented on this system; callers fall back to
-// liveness by PID alone.
+// StartTime is not implemented on this system: it always fails, so
+// statefile.New fails too (a record without a start time reads as dead).
 func StartTime(pid int) (uint64, error) {
 	if !Running(pid) {
 		return 0, ErrNoProcess

@@ -20,6 +20,8 @@ func TestStartTime(t *testing.T) {
 	assert.Equal(t, a, b, "stable for the life of the process")
 	assert.True(t, Alive(pid, a))
 	assert.False(t, Alive(pid, a+1))
+	assert.False(t, Alive(pid, 0), "no start time: cannot be shown to be this process")
+	assert.False(t, Alive(1, 0), "not even for a pid that always runs")
 
 	cmd := exec.Command("true")
 	require.NoError(t, cmd.Run())
