@@ -17,6 +17,7 @@ import (
 	"hash/fnv"
 	"net"
 	"strconv"
+	"strings"
 )
 
 // Default range for stable ports: the top of the IANA dynamic range is
@@ -39,15 +40,31 @@ var (
 // NoPortError reports that no port could be bound, not even one the kernel
 // chose.
 type NoPortError struct {
-	Host     string
-	Min, Max int
-	Err      error // the last bind error
+	Host      string // the host Listen tried, as it bound it (127.0.0.1 for localhost)
+	Preferred int    // the preferred port, tried first; 0 when there was none
+	Min, Max  int    // the range the stable port for Key was tried in; 0, 0 when there was no Key
+	Err       error  // the last bind error
 }
 
-// Error names the host and the range tried.
+// Error names the host and the ports tried, and the last bind error.
 func (e *NoPortError) Error() string {
-	return fmt.Sprintf("portmgr: no port could be bound on %s (tried the preferred port, %d–%d and any port): %v",
-		e.Host, e.Min, e.Max, e.Err)
+	var tried []string
+	if e.Preferred > 0 {
+		tried = append(tried, "the preferred port "+strconv.Itoa(e.Preferred))
+	}
+	if e.Max > 0 {
+		tried = append(tried, fmt.Sprintf("%d ports of %d–%d from the key's stable port", min(scanLimit, e.Max-e.Min+1), e.Min, e.Max))
+	}
+	tried = append(tried, "a port of the kernel's choosing")
+	list := tried[len(tried)-1]
+	if len(tried) > 1 {
+		list = strings.Join(tried[:len(tried)-1], ", ") + " and " + list
+	}
+	msg := fmt.Sprintf("portmgr: no port could be bound on %s (tried %s)", e.Host, list)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
 }
 
 // Unwrap returns ErrNoPort and the last bind error.
@@ -114,11 +131,14 @@ func Listen(ctx context.Context, opts Options) (net.Listener, error) {
 		}
 		return ln, nil
 	}
+	npe := &NoPortError{Host: host}
 	candidates := make([]int, 0, scanLimit+2)
 	if opts.Preferred > 0 && opts.Preferred <= 65535 {
 		candidates = append(candidates, opts.Preferred)
+		npe.Preferred = opts.Preferred
 	}
 	if opts.Key != "" {
+		npe.Min, npe.Max = lo, hi
 		start := StablePort(opts.Key, lo, hi)
 		span := hi - lo + 1
 		for i := range min(scanLimit, span) {
@@ -135,5 +155,6 @@ func Listen(ctx context.Context, opts Options) (net.Listener, error) {
 			return ln, nil
 		}
 	}
-	return nil, &NoPortError{Host: host, Min: lo, Max: hi, Err: last}
+	npe.Err = last
+	return nil, npe
 }

@@ -186,14 +186,42 @@ func TestCancelledContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
+// TestNoPort: when nothing binds, the error says which ports were tried,
+// and only those.
 func TestNoPort(t *testing.T) {
-	// 192.0.2.1 (TEST-NET-1) is not an address of this machine: nothing binds.
-	_, err := portmgr.Listen(t.Context(), portmgr.Options{Host: "192.0.2.1", AllowNonLoopback: true, Key: "k", Min: 22000, Max: 22001})
-	var npe *portmgr.NoPortError
-	require.ErrorAs(t, err, &npe)
-	require.ErrorIs(t, err, portmgr.ErrNoPort)
-	assert.Equal(t, 22000, npe.Min)
-	assert.Equal(t, 22001, npe.Max)
+	for _, tc := range []struct {
+		name      string
+		opts      portmgr.Options
+		preferred int
+		min, max  int
+		tried     string
+	}{
+		{"key", portmgr.Options{Key: "k", Min: 22000, Max: 22001}, 0, 22000, 22001,
+			"tried 2 ports of 22000–22001 from the key's stable port and a port of the kernel's choosing"},
+		{"preferred and key", portmgr.Options{Preferred: 8080, Key: "k"}, 8080, portmgr.DefaultMin, portmgr.DefaultMax,
+			"tried the preferred port 8080, 64 ports of 20000–29999 from the key's stable port and a port of the kernel's choosing"},
+		{"preferred", portmgr.Options{Preferred: 8080}, 8080, 0, 0,
+			"tried the preferred port 8080 and a port of the kernel's choosing"},
+		{"nothing", portmgr.Options{}, 0, 0, 0, "tried a port of the kernel's choosing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 192.0.2.1 (TEST-NET-1) is not an address of this machine:
+			// nothing binds.
+			opts := tc.opts
+			opts.Host, opts.AllowNonLoopback = "192.0.2.1", true
+			_, err := portmgr.Listen(t.Context(), opts)
+			var npe *portmgr.NoPortError
+			require.ErrorAs(t, err, &npe)
+			require.ErrorIs(t, err, portmgr.ErrNoPort)
+			assert.Equal(t, "192.0.2.1", npe.Host)
+			assert.Equal(t, tc.preferred, npe.Preferred)
+			assert.Equal(t, tc.min, npe.Min)
+			assert.Equal(t, tc.max, npe.Max)
+			assert.Contains(t, err.Error(), "on 192.0.2.1 ("+tc.tried+"): ")
+		})
+	}
+	assert.Equal(t, "portmgr: no port could be bound on ::1 (tried a port of the kernel's choosing)",
+		(&portmgr.NoPortError{Host: "::1"}).Error(), "no bind error: none printed")
 }
 
 func TestIsLoopback(t *testing.T) {
