@@ -73,21 +73,31 @@ func (e *NoPortError) Unwrap() []error { return []error{ErrNoPort, e.Err} }
 // Options say which port to try first. The zero value binds a port the
 // kernel chooses on 127.0.0.1.
 type Options struct {
-	Host             string // "" = 127.0.0.1; "localhost" means 127.0.0.1
+	Host             string // "" = 127.0.0.1; "localhost" (any case) means 127.0.0.1; [::1] means ::1
 	Preferred        int    // tried first when > 0
 	Key              string // derives a stable port in [Min, Max]; "" skips it
 	Min, Max         int    // the stable range; 0 = DefaultMin, DefaultMax
 	AllowNonLoopback bool   // required to bind a host that is not loopback
 }
 
-// IsLoopback reports whether host names a loopback address: localhost,
-// 127.0.0.0/8 or ::1.
+// IsLoopback reports whether host names a loopback address: localhost in
+// any case, 127.0.0.0/8 or ::1, with or without the brackets of a URL
+// ([::1]).
 func IsLoopback(host string) bool {
-	if host == "localhost" {
+	host = unbracket(host)
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// unbracket removes the brackets of an IPv6 literal written as in a URL.
+func unbracket(host string) string {
+	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		return host[1 : len(host)-1]
+	}
+	return host
 }
 
 // StablePort returns the port Key maps to in [min, max]. It is for display
@@ -107,9 +117,8 @@ func StablePort(key string, lo, hi int) int {
 // can be bound and an error matching ErrNotLoopback for a non-loopback host
 // without AllowNonLoopback. ctx cancels the scan.
 func Listen(ctx context.Context, opts Options) (net.Listener, error) {
-	host := opts.Host
-	switch host {
-	case "", "localhost":
+	host := unbracket(opts.Host)
+	if host == "" || strings.EqualFold(host, "localhost") {
 		host = "127.0.0.1"
 	}
 	if !IsLoopback(host) && !opts.AllowNonLoopback {

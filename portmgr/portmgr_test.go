@@ -227,8 +227,40 @@ func TestNoPort(t *testing.T) {
 func TestIsLoopback(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "localhost": true,
+		"LOCALHOST": true, "LocalHost": true, "[::1]": true, "[127.0.0.1]": true,
 		"0.0.0.0": false, "10.0.0.1": false, "example.com": false, "": false,
+		"[::]": false, "[]": false, "[": false, "localhost.example.com": false,
 	} {
 		assert.Equal(t, want, portmgr.IsLoopback(host), host)
+	}
+}
+
+// TestLoopbackSpellings: Listen binds any spelling of a loopback host
+// without AllowNonLoopback, as statefile.URL and lifecycle accept them.
+func TestLoopbackSpellings(t *testing.T) {
+	ipv6 := true
+	if ln, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		ipv6 = false // no IPv6 loopback on this machine
+	} else {
+		ln.Close()
+	}
+	for _, tc := range []struct {
+		host, ip string
+	}{
+		{"LOCALHOST", "127.0.0.1"},
+		{"LocalHost", "127.0.0.1"},
+		{"::1", "::1"},
+		{"[::1]", "::1"},
+	} {
+		t.Run(tc.host, func(t *testing.T) {
+			ln, err := portmgr.Listen(t.Context(), portmgr.Options{Host: tc.host})
+			if tc.ip == "::1" && !ipv6 {
+				require.NotErrorIs(t, err, portmgr.ErrNotLoopback)
+				t.Skip("no IPv6 loopback here to bind")
+			}
+			require.NoError(t, err)
+			defer ln.Close()
+			assert.Equal(t, tc.ip, ln.Addr().(*net.TCPAddr).IP.String())
+		})
 	}
 }
