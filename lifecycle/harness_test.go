@@ -432,6 +432,25 @@ func TestRunHTTP(t *testing.T) {
 	})
 }
 
+// TestRunHTTPLastPortOutOfRange: the last run's port is only a
+// preference: one out of range in a stale state file is ignored, not an
+// error that turns HTTP off.
+func TestRunHTTPLastPortOutOfRange(t *testing.T) {
+	opts := httpOptions(t)
+	r := run(t, opts)
+	stale := *r.state(t)
+	require.NoError(t, r.stop(t))
+	stale.PID, stale.StartTime, stale.Status = 999999, 1, statefile.StatusStarting // a dead server's
+	stale.HTTP = &statefile.HTTP{Host: "127.0.0.1", Port: 70000, URL: "http://127.0.0.1:70000/mcp"}
+	require.NoError(t, statefile.Write(filepath.Join(opts.Home, statefile.FileName), &stale))
+
+	r = run(t, opts)
+	st := r.state(t)
+	require.NotNil(t, st.HTTP, "HTTP is served")
+	assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
+	require.NoError(t, r.stop(t))
+}
+
 // TestRunHTTPPortTaken: the port asked for is taken; the server comes up on
 // another one and says so.
 func TestRunHTTPPortTaken(t *testing.T) {

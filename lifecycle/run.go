@@ -204,8 +204,8 @@ func (h *Harness) listen(ctx context.Context, prev *statefile.State) (net.Listen
 	host, portStr, _ := net.SplitHostPort(o.HTTP)
 	asked, _ := strconv.Atoi(portStr) // New checked it
 	preferred := asked
-	if preferred == 0 && prev != nil && prev.HTTP != nil {
-		preferred = prev.HTTP.Port
+	if preferred == 0 && prev != nil && prev.HTTP != nil && prev.HTTP.Port > 0 && prev.HTTP.Port <= 65535 {
+		preferred = prev.HTTP.Port // a port out of range in a stale file is no preference
 	}
 	ln, err := portmgr.Listen(ctx, portmgr.Options{
 		Host:             host,

@@ -74,9 +74,9 @@ func (e *NoPortError) Unwrap() []error { return []error{ErrNoPort, e.Err} }
 // kernel chooses on 127.0.0.1.
 type Options struct {
 	Host             string // "" = 127.0.0.1; "localhost" (any case) means 127.0.0.1; [::1] means ::1
-	Preferred        int    // tried first when > 0
+	Preferred        int    // tried first when > 0; at most 65535
 	Key              string // derives a stable port in [Min, Max]; "" skips it
-	Min, Max         int    // the stable range; 0 = DefaultMin, DefaultMax
+	Min, Max         int    // the stable range, Min ≤ Max ≤ 65535; a 0 Min is DefaultMin, a 0 Max DefaultMax
 	AllowNonLoopback bool   // required to bind a host that is not loopback
 }
 
@@ -100,6 +100,37 @@ func unbracket(host string) string {
 	return host
 }
 
+// portRange checks the ports of o and returns its stable range, with the
+// defaults for a 0 Min or Max. Options that would be ignored are a mistake
+// the caller should hear of, not a port other than the one asked for.
+func (o *Options) portRange() (lo, hi int, err error) {
+	for _, p := range []struct {
+		name string
+		port int
+		zero string
+	}{
+		{"Preferred", o.Preferred, "none"},
+		{"Min", o.Min, "DefaultMin"},
+		{"Max", o.Max, "DefaultMax"},
+	} {
+		if p.port < 0 || p.port > 65535 {
+			return 0, 0, fmt.Errorf("portmgr: Options.%s is %d: want a port from 1 to 65535, or 0 for %s", p.name, p.port, p.zero)
+		}
+	}
+	lo, hi = o.Min, o.Max
+	if lo == 0 {
+		lo = DefaultMin
+	}
+	if hi == 0 {
+		hi = DefaultMax
+	}
+	if lo > hi {
+		return 0, 0, fmt.Errorf("portmgr: stable port range %d–%d is empty: Options.Min must not be above Options.Max (0 means %d for Min, %d for Max)",
+			lo, hi, DefaultMin, DefaultMax)
+	}
+	return lo, hi, nil
+}
+
 // StablePort returns the port Key maps to in [min, max]. It is for display
 // and tests: it is not a promise that the port is free.
 func StablePort(key string, lo, hi int) int {
@@ -114,19 +145,20 @@ func StablePort(key string, lo, hi int) int {
 // Listen returns a TCP listener bound per opts: the preferred port, then
 // the stable port for Key and up to 64 ports after it (wrapping in the
 // range), then any port. It returns *NoPortError (ErrNoPort) when nothing
-// can be bound and an error matching ErrNotLoopback for a non-loopback host
-// without AllowNonLoopback. ctx cancels the scan.
+// can be bound, an error matching ErrNotLoopback for a non-loopback host
+// without AllowNonLoopback, and an error naming the option for a port out
+// of range or a range whose Min is above its Max. ctx cancels the scan.
 func Listen(ctx context.Context, opts Options) (net.Listener, error) {
+	lo, hi, err := opts.portRange()
+	if err != nil {
+		return nil, err
+	}
 	host := unbracket(opts.Host)
 	if host == "" || strings.EqualFold(host, "localhost") {
 		host = "127.0.0.1"
 	}
 	if !IsLoopback(host) && !opts.AllowNonLoopback {
 		return nil, fmt.Errorf("portmgr: %q: %w; set AllowNonLoopback to serve beyond this machine", opts.Host, ErrNotLoopback)
-	}
-	lo, hi := opts.Min, opts.Max
-	if lo <= 0 || hi < lo || hi > 65535 {
-		lo, hi = DefaultMin, DefaultMax
 	}
 	var lc net.ListenConfig
 	var last error
@@ -142,7 +174,7 @@ func Listen(ctx context.Context, opts Options) (net.Listener, error) {
 	}
 	npe := &NoPortError{Host: host}
 	candidates := make([]int, 0, scanLimit+2)
-	if opts.Preferred > 0 && opts.Preferred <= 65535 {
+	if opts.Preferred > 0 {
 		candidates = append(candidates, opts.Preferred)
 		npe.Preferred = opts.Preferred
 	}

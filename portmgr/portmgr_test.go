@@ -224,6 +224,55 @@ func TestNoPort(t *testing.T) {
 		(&portmgr.NoPortError{Host: "::1"}).Error(), "no bind error: none printed")
 }
 
+// TestBadOptions: a port out of range or an empty range is the caller's
+// mistake: an error naming the option, not a port other than the one asked
+// for.
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts portmgr.Options
+		says string
+	}{
+		{"preferred too high", portmgr.Options{Preferred: 65536}, "Options.Preferred is 65536"},
+		{"preferred negative", portmgr.Options{Preferred: -1}, "Options.Preferred is -1"},
+		{"min negative", portmgr.Options{Key: "k", Min: -5, Max: 21000}, "Options.Min is -5"},
+		{"max too high", portmgr.Options{Key: "k", Min: 21000, Max: 70000}, "Options.Max is 70000"},
+		{"min above max", portmgr.Options{Key: "k", Min: 21001, Max: 21000}, "range 21001–21000 is empty"},
+		{"min above the default max", portmgr.Options{Key: "k", Min: 30000}, "range 30000–29999 is empty"},
+		{"max below the default min", portmgr.Options{Key: "k", Max: 10000}, "range 20000–10000 is empty"},
+		{"without a key too", portmgr.Options{Min: 21001, Max: 21000}, "range 21001–21000 is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := portmgr.Listen(t.Context(), tc.opts)
+			if ln != nil {
+				ln.Close()
+			}
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, portmgr.ErrNoPort)
+			assert.Contains(t, err.Error(), tc.says)
+		})
+	}
+}
+
+// TestRangeDefaults: a 0 Min or Max takes its default alone. The range
+// tried is read from the NoPortError of a host where nothing binds.
+func TestRangeDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		min, max int
+		lo, hi   int
+	}{
+		{0, 0, portmgr.DefaultMin, portmgr.DefaultMax},
+		{29990, 0, 29990, portmgr.DefaultMax},
+		{0, 20009, portmgr.DefaultMin, 20009},
+		{21000, 21000, 21000, 21000},
+	} {
+		_, err := portmgr.Listen(t.Context(), portmgr.Options{Host: "192.0.2.1", AllowNonLoopback: true, Key: "k", Min: tc.min, Max: tc.max})
+		var npe *portmgr.NoPortError
+		require.ErrorAs(t, err, &npe)
+		assert.Equal(t, []int{tc.lo, tc.hi}, []int{npe.Min, npe.Max}, "Min %d, Max %d", tc.min, tc.max)
+	}
+}
+
 func TestIsLoopback(t *testing.T) {
 	for host, want := range map[string]bool{
 		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "localhost": true,
