@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package failpoint provides named points at which a test can crash,
 // fail or delay the process, for crash-recovery testing.
 //

@@ -1,6 +1,7 @@
 package layering
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -72,5 +73,29 @@ func TestImportsPointDown(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestWindowsBuildSaysWhy: DESIGN.md has the module fail to build on
+// Windows with a clear message rather than misbehave. Every error the
+// build prints must be that message: a stray "undefined: syscall.Kill"
+// would bury it.
+func TestWindowsBuildSaysWhy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-compiles the module for Windows")
+	}
+	cmd := exec.Command("go", "build", module+"...")
+	cmd.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the module must not build on Windows")
+	var errs []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		if !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "go: downloading ") { // "# package" headers
+			errs = append(errs, line)
+		}
+	}
+	require.NotEmpty(t, errs)
+	for _, line := range errs {
+		assert.Contains(t, line, "mcpkeep_supports_unix_only_windows_is_not_supported", "every Windows build error is the clear one")
 	}
 }

@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package proc tells whether a process is running and when it started, so a
 // PID written to a file can be checked against PID reuse.
 //
