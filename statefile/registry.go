@@ -63,9 +63,9 @@ func URL(host string, port int) string {
 
 // Entry is one server in the registry.
 type Entry struct {
-	ID           string    `json:"id"`
-	State        State     `json:"state"`
-	RegisteredAt time.Time `json:"registered_at"`
+	ID           string    `json:"id"`            // the id given to Register, by convention the server's home
+	State        State     `json:"state"`         // the server's record, without its Token
+	RegisteredAt time.Time `json:"registered_at"` // when it last registered, UTC
 }
 
 // registryFile is the registry's on-disk form.

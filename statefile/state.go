@@ -40,35 +40,54 @@ var ErrUnknownVersion = errors.New("statefile: unknown schema version")
 
 // HTTP describes a server's Streamable HTTP endpoint.
 type HTTP struct {
-	Host string `json:"host"`
-	Port int    `json:"port"`
-	URL  string `json:"url"` // always with the literal 127.0.0.1 for loopback, never localhost
+	Host string `json:"host"` // the host of the address asked for, as given ("" means 127.0.0.1)
+	Port int    `json:"port"` // the port it bound, which may differ from the port asked for
+	URL  string `json:"url"`  // what clients connect to: 127.0.0.1 for loopback, never localhost
 }
 
 // Health is the result of the last health check.
 type Health struct {
-	OK        bool      `json:"ok"`
-	CheckedAt time.Time `json:"checked_at"`
-	Problems  []string  `json:"problems,omitempty"`
+	OK        bool      `json:"ok"`                 // no problem found
+	CheckedAt time.Time `json:"checked_at"`         // when the check ran, UTC
+	Problems  []string  `json:"problems,omitempty"` // what failed, one line each, when not OK
 }
 
 // State is a running server's record.
 type State struct {
-	Schema         int       `json:"schema"`
-	Name           string    `json:"name"`
-	Version        string    `json:"version,omitempty"`
-	PID            int       `json:"pid"`
-	StartTime      uint64    `json:"start_time"` // process start time, see Alive
-	BootID         string    `json:"boot_id,omitempty"`
-	ToolkitVersion string    `json:"toolkit_version,omitempty"`
-	Home           string    `json:"home"`
-	Cwd            string    `json:"cwd,omitempty"`
-	Stdio          bool      `json:"stdio"`
-	HTTP           *HTTP     `json:"http,omitempty"`
-	Token          string    `json:"token,omitempty"`
-	StartedAt      time.Time `json:"started_at"`
-	Status         string    `json:"status"`
-	Health         *Health   `json:"health,omitempty"`
+	// Schema is the version of the file format: SchemaVersion when written.
+	Schema int `json:"schema"`
+	// Name is the server's name, as it gives it to MCP clients.
+	Name string `json:"name"`
+	// Version is the server's own version; ToolkitVersion is mcpkeep's.
+	Version string `json:"version,omitempty"`
+	// PID is the server's process ID.
+	PID int `json:"pid"`
+	// StartTime is when the process started, an opaque number that tells
+	// it from a later process given the same PID (see Alive). A record
+	// without one reads as dead.
+	StartTime uint64 `json:"start_time"`
+	// BootID is the kernel's boot ID when the record was made, "" if
+	// unknown: a record from an earlier boot reads as dead.
+	BootID string `json:"boot_id,omitempty"`
+	// ToolkitVersion is the version of mcpkeep the server is built with.
+	ToolkitVersion string `json:"toolkit_version,omitempty"`
+	// Home is the home directory the server serves.
+	Home string `json:"home"`
+	// Cwd is the server's working directory when the record was made.
+	Cwd string `json:"cwd,omitempty"`
+	// Stdio reports whether the server serves MCP on stdin and stdout.
+	Stdio bool `json:"stdio"`
+	// HTTP is the server's Streamable HTTP endpoint, nil when it has none.
+	HTTP *HTTP `json:"http,omitempty"`
+	// Token is the bearer token HTTP clients must send. It is kept in the
+	// 0600 state file only: the registry leaves it out.
+	Token string `json:"token,omitempty"`
+	// StartedAt is when the record was made, in UTC.
+	StartedAt time.Time `json:"started_at"`
+	// Status is StatusStarting, StatusReady or StatusStopping.
+	Status string `json:"status"`
+	// Health is the result of the last health check, nil before the first.
+	Health *Health `json:"health,omitempty"`
 }
 
 // New returns a State for the current process with Schema, PID, StartTime,
