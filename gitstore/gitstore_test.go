@@ -3,6 +3,7 @@ package gitstore_test
 import (
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -150,10 +151,13 @@ func TestRevisions(t *testing.T) {
 	first, err := s.Commit("one")
 	require.NoError(t, err)
 
+	// go-git answers a bare io.EOF; the error must say what is wrong.
 	_, err = s.ReadAt("HEAD~1", "a.yaml")
 	var re *gitstore.RevisionError
-	require.ErrorAs(t, err, &re, "go-git's bare EOF is mapped")
+	require.ErrorAs(t, err, &re)
 	require.ErrorIs(t, err, gitstore.ErrBadRevision)
+	assert.NotErrorIs(t, err, io.EOF, "go-git's bare EOF is mapped")
+	assert.ErrorContains(t, err, "goes back past the first commit")
 	_, err = s.ReadAt("nope", "a.yaml")
 	require.ErrorIs(t, err, gitstore.ErrBadRevision)
 	_, err = s.ReadAt("HEAD", "missing.yaml")
