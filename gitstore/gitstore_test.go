@@ -183,6 +183,51 @@ func TestRevisions(t *testing.T) {
 	git(t, dir, "fsck", "--full", "--strict")
 }
 
+// TestTagsThatLookLikeHashes: a tag named only with hex digits resolves
+// to the tag, as git rev-parse resolves it, even when it is also the start
+// of a commit's hash; a short hash that is no ref still resolves.
+func TestTagsThatLookLikeHashes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	write(t, dir, "a.yaml", "a: 1\n")
+	first, err := s.Commit("one")
+	require.NoError(t, err)
+	require.NoError(t, s.Tag("2026", "a year"))
+	write(t, dir, "a.yaml", "a: 2\n")
+	second, err := s.Commit("two")
+	require.NoError(t, err)
+	// A tag named like the start of the second commit's hash, on a third
+	// commit that has the first one's tree.
+	third, err := s.Rollback(first, "back to one")
+	require.NoError(t, err)
+	require.NoError(t, s.Tag(second[:8], "shadows a short hash"))
+	assert.Error(t, s.Tag(second, ""), "a tag named by a full hash would never resolve")
+
+	for _, tc := range []struct {
+		rev, want, data string
+	}{
+		{"2026", first, "a: 1\n"},
+		{second[:8], third, "a: 1\n"}, // the ref wins, as in git
+		{second[:9], second, "a: 2\n"},
+		{second, second, "a: 2\n"},
+	} {
+		t.Run(tc.rev, func(t *testing.T) {
+			assert.Equal(t, tc.want, strings.TrimSpace(git(t, dir, "-c", "core.warnAmbiguousRefs=false", "rev-parse", tc.rev+"^{commit}")), "git rev-parse")
+			b, err := s.ReadAt(tc.rev, "a.yaml")
+			require.NoError(t, err)
+			assert.Equal(t, tc.data, string(b))
+			files, err := s.FilesAt(tc.rev)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"a.yaml"}, files)
+		})
+	}
+	_, err = s.Rollback("2026", "rollback to a tag")
+	require.NoError(t, err)
+	git(t, dir, "fsck", "--full", "--strict")
+}
+
 func TestOpenNotRepo(t *testing.T) {
 	_, err := gitstore.Open(t.TempDir(), nil)
 	require.ErrorIs(t, err, gitstore.ErrNotRepo)

@@ -46,12 +46,18 @@ func cleanPath(p string) (string, error) {
 var hexRev = regexp.MustCompile(`^[0-9a-f]{4,39}$`)
 
 // resolve returns the commit rev names: a full or short hash, HEAD, HEAD~N,
-// a branch or a tag.
+// a branch or a tag. A name made only of hex digits, such as the tag
+// "2026", is taken as git rev-parse takes it (gitrevisions(7)): the ref of
+// that name if there is one, else a short hash. (Forty hex digits are
+// always a hash, to git too.)
 func (s *Store) resolve(rev string) (*object.Commit, error) {
 	if rev == "" {
 		return nil, &RevisionError{Rev: rev, Err: errors.New("empty revision")}
 	}
 	if hexRev.MatchString(rev) {
+		if c, err := s.resolveRef(rev); c != nil || err != nil {
+			return c, err
+		}
 		return s.resolvePrefix(rev)
 	}
 	h, err := s.repo.ResolveRevision(plumbing.Revision(rev))
@@ -73,6 +79,31 @@ func (s *Store) resolve(rev string) (*object.Commit, error) {
 		return nil, &RevisionError{Rev: rev, Err: err}
 	}
 	return c, nil
+}
+
+// resolveRef returns the commit the ref name names, trying git's rules
+// in git's order (name, refs/name, refs/tags/name, refs/heads/name, …), or
+// nil and nil when no ref has that name.
+func (s *Store) resolveRef(name string) (*object.Commit, error) {
+	for _, rule := range plumbing.RefRevParseRules {
+		ref, err := s.repo.Reference(plumbing.ReferenceName(fmt.Sprintf(rule, name)), true)
+		if err != nil {
+			continue
+		}
+		if c, err := s.repo.CommitObject(ref.Hash()); err == nil {
+			return c, nil
+		}
+		tag, err := s.repo.TagObject(ref.Hash())
+		if err != nil {
+			return nil, &RevisionError{Rev: name, Err: fmt.Errorf("ref %s names neither a commit nor a tag: %w", ref.Name(), err)}
+		}
+		c, err := tag.Commit()
+		if err != nil {
+			return nil, &RevisionError{Rev: name, Err: fmt.Errorf("tag %s: %w", ref.Name(), err)}
+		}
+		return c, nil
+	}
+	return nil, nil
 }
 
 // resolvePrefix finds the commit whose hash starts with prefix, walking the
@@ -290,13 +321,17 @@ func (s *Store) Rollback(rev, msg string) (string, error) {
 }
 
 // Tag makes an annotated tag name on the last commit. A tag of that name
-// must not exist yet.
+// must not exist yet. A name of only hex digits is allowed and resolves to
+// the tag, as in git, except one of 40, which is always a commit hash.
 func (s *Store) Tag(name, msg string) error {
 	if err := s.writable("tag " + name); err != nil {
 		return err
 	}
 	if err := plumbing.ReferenceName("refs/tags/" + name).Validate(); err != nil || name == "" || strings.ContainsAny(name, " ~^:?*[\\") {
 		return fmt.Errorf("gitstore: tag name %q is not valid", name)
+	}
+	if len(name) == 40 && plumbing.IsHash(name) {
+		return fmt.Errorf("gitstore: tag name %q is a full commit hash, which always names that commit, never the tag; choose another name", name)
 	}
 	head, err := s.headCommit()
 	if err != nil {
