@@ -228,6 +228,47 @@ func TestTagsThatLookLikeHashes(t *testing.T) {
 	git(t, dir, "fsck", "--full", "--strict")
 }
 
+// TestAuthor: commits (Rollback's too) and tags carry Options.AuthorName
+// and AuthorEmail, or mcpkeep's defaults, as author, committer and tagger.
+func TestAuthor(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		opts        *gitstore.Options
+		wantName    string
+		wantAddress string
+	}{
+		{"defaults", nil, "mcpkeep", "mcpkeep@localhost"},
+		{"configured", &gitstore.Options{AuthorName: "Helios Server", AuthorEmail: "helios@example.com"}, "Helios Server", "helios@example.com"},
+		{"name only", &gitstore.Options{AuthorName: "helios"}, "helios", "mcpkeep@localhost"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := gitstore.Init(dir, tc.opts)
+			require.NoError(t, err)
+			defer s.Close()
+			write(t, dir, "a.yaml", "a: 1\n")
+			first, err := s.Commit("one")
+			require.NoError(t, err)
+			write(t, dir, "a.yaml", "a: 2\n")
+			_, err = s.Commit("two")
+			require.NoError(t, err)
+			_, err = s.Rollback(first, "back to one")
+			require.NoError(t, err)
+			require.NoError(t, s.Tag("v1", "tagged"))
+
+			sig := tc.wantName + " <" + tc.wantAddress + ">"
+			assert.Equal(t, strings.Repeat(sig+" | "+sig+"\n", 3), git(t, dir, "log", "--format=%an <%ae> | %cn <%ce>"), "author | committer")
+			assert.Equal(t, sig+"\n", git(t, dir, "for-each-ref", "--format=%(taggername) %(taggeremail)", "refs/tags/v1"), "tagger")
+			hist, err := s.History("", 0)
+			require.NoError(t, err)
+			require.Len(t, hist, 3)
+			for _, c := range hist {
+				assert.Equal(t, tc.wantName, c.Author)
+			}
+		})
+	}
+}
+
 func TestOpenNotRepo(t *testing.T) {
 	_, err := gitstore.Open(t.TempDir(), nil)
 	require.ErrorIs(t, err, gitstore.ErrNotRepo)
