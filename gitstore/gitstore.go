@@ -12,7 +12,8 @@
 // Open repairs what older writers or other tools left: an empty or garbage
 // ref (from the stamp), an unreadable index (rebuilt from HEAD), orphaned
 // tmp_obj_ files and, when the caller holds the home lock, stale *.lock
-// files. A Commit that returned survives kill -9 and a power cut. History
+// files and a .git/config that does not parse (rewritten, its bytes kept
+// beside it). A Commit that returned survives kill -9 and a power cut. History
 // is never rewritten: Rollback makes a new commit. A Store is for one
 // writer process (the holder of the home lock); it is safe for use by one
 // goroutine at a time.
@@ -27,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
@@ -100,8 +102,10 @@ type Store struct {
 	branch      string // refs/heads/…
 	repairs     []string
 	loose       int // loose objects, counted at Open and added to by Commit
-	// overlay holds the refs a ReadOnly Open repaired in memory only.
-	overlay map[plumbing.ReferenceName]*plumbing.Reference
+	// overlay holds the refs a ReadOnly Open repaired in memory only, and
+	// overlayConfig the config, when it repaired that.
+	overlay       map[plumbing.ReferenceName]*plumbing.Reference
+	overlayConfig *config.Config
 }
 
 func options(o *Options) Options {
@@ -162,20 +166,25 @@ func Init(dir string, opts *Options) (*Store, error) {
 	return Open(abs, opts)
 }
 
-// writeConfig writes the config go-git's Init writes (a bare repository,
-// to go-git: gitstore keeps the work tree itself), unless there is one.
+// writeConfig writes the config go-git's Init writes, unless there is one.
 func writeConfig(gitDir string) error {
 	path := filepath.Join(gitDir, "config")
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	cfg := config.NewConfig()
-	cfg.Core.IsBare = true
-	b, err := cfg.Marshal()
+	b, err := defaultConfig().Marshal()
 	if err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(path, b, 0o644)
+}
+
+// defaultConfig is the config Init writes: a bare repository, to go-git
+// (gitstore keeps the work tree itself). It is all gitstore needs.
+func defaultConfig() *config.Config {
+	cfg := config.NewConfig()
+	cfg.Core.IsBare = true
+	return cfg
 }
 
 // newStorage opens go-git's storage of gitDir through the syncing
@@ -216,6 +225,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.repairConfig(); err != nil {
+		return nil, err
+	}
 	if err := s.repairHEAD(); err != nil {
 		return nil, err
 	}
@@ -243,7 +255,7 @@ func (s *Store) reopen() error {
 	s.storage = newStorage(s.gitDir)
 	var st storage.Storer = s.storage
 	if s.opts.ReadOnly {
-		st = overlay{s.storage, s.overlay}
+		st = overlay{s.storage, s.overlay, s.overlayConfig}
 	}
 	repo, err := git.Open(st, nil)
 	if err != nil {
@@ -346,6 +358,48 @@ func (s *Store) rel(p string) string {
 		return filepath.ToSlash(r)
 	}
 	return p
+}
+
+// repairConfig replaces a .git/config that does not parse (a hand edit, a
+// bad disk) with the one Init writes, which is all gitstore needs, after
+// copying its bytes beside it as config.corrupt-<time>: go-git cannot open
+// the repository without it. Only the holder of the home lock rewrites it,
+// as another git writer may be changing it; any other writer gets an error
+// that names the file and says what to do.
+func (s *Store) repairConfig() error {
+	path := filepath.Join(s.gitDir, "config")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("gitstore: %w", err)
+	}
+	_, perr := config.ReadConfig(bytes.NewReader(b))
+	if perr == nil {
+		return nil
+	}
+	if !s.opts.HoldsLock && !s.opts.ReadOnly {
+		return fmt.Errorf("gitstore: %s does not parse (%v): open the repository holding the home lock "+
+			"(start the server, or run mcpkeep doctor --fix) to set it aside and rewrite it, or restore it from a backup", path, perr)
+	}
+	cfg := defaultConfig()
+	data, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	saved := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	s.overlayConfig = cfg
+	err = s.write(func() error {
+		// Copied, not moved: a crash between the two writes leaves the bad
+		// config and a copy, never a repository without a config.
+		if err := atomicfile.WriteFile(saved, b, 0o644); err != nil {
+			return err
+		}
+		return atomicfile.WriteFile(path, data, 0o644)
+	})
+	if err != nil {
+		return fmt.Errorf("gitstore: rewrite %s, which does not parse: %w", path, err)
+	}
+	s.repaired("rewrote .git/config, which did not parse (%v); its bytes are in %s", perr, s.rel(saved))
+	return nil
 }
 
 // repairHEAD makes .git/HEAD a symbolic ref to a branch and remembers it.

@@ -297,6 +297,9 @@ func TestOpenRepairs(t *testing.T) {
 		"garbage HEAD": func(t *testing.T, gitDir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "HEAD"), nil, 0o644))
 		},
+		"corrupt config": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "config"), []byte("[core\n"), 0o644))
+		},
 		"tmp_obj and stale locks": func(t *testing.T, gitDir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "objects", "tmp_obj_123"), []byte("x"), 0o444))
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "index.lock"), nil, 0o644))
@@ -351,6 +354,52 @@ func TestOpenRepairs(t *testing.T) {
 			assert.Equal(t, "3", strings.TrimSpace(git(t, dir, "rev-list", "--count", "HEAD")))
 		})
 	}
+}
+
+// TestCorruptConfig: a .git/config that does not parse is set aside, its
+// bytes kept, and rewritten by the holder of the home lock; anyone else
+// gets an error that names the file and says what to do.
+func TestCorruptConfig(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	write(t, dir, "a.yaml", "a: 1\n")
+	want, err := s.Commit("one")
+	require.NoError(t, err)
+	s.Close()
+	path := filepath.Join(dir, ".git", "config")
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	bad := []byte("[core]\n\tbare = true\n[remote \"origin\"\n\turl = /elsewhere\n")
+	require.NoError(t, os.WriteFile(path, bad, 0o644))
+
+	_, err = gitstore.Open(dir, nil)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, path+" does not parse")
+	assert.ErrorContains(t, err, "holding the home lock", "says what to do")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, bad, b, "left as it was")
+
+	s, err = gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Len(t, s.Repairs(), 1)
+	assert.Contains(t, s.Repairs()[0], "rewrote .git/config")
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, good, b, "the config Init writes")
+	saved, err := filepath.Glob(path + ".corrupt-*")
+	require.NoError(t, err)
+	require.Len(t, saved, 1)
+	assert.Contains(t, s.Repairs()[0], filepath.Base(saved[0]), "the repair names the copy")
+	b, err = os.ReadFile(saved[0])
+	require.NoError(t, err)
+	assert.Equal(t, bad, b, "the bad config's bytes are kept")
+	head, err := s.Head()
+	require.NoError(t, err)
+	assert.Equal(t, want, head)
+	git(t, dir, "fsck", "--full", "--strict")
 }
 
 // TestOpenRemovesAtomicTemps: a kill inside an atomic write of a ref, the
