@@ -388,3 +388,51 @@ func TestSpecErrors(t *testing.T) {
 	_, err = bootstrap.Ensure(t.Context(), s)
 	assert.ErrorContains(t, err, "no migration from schema 1")
 }
+
+// TestMigrationsAreChecked: a Spec whose migrations cannot form one chain
+// is refused before the home is touched, naming the migration and what is
+// wrong with it (a nil Apply used to panic in the middle of the upgrade).
+func TestMigrationsAreChecked(t *testing.T) {
+	ok := func(context.Context, string) error { return nil }
+	for _, tc := range []struct {
+		name       string
+		migrations []bootstrap.Migration
+		want       []string // in the error
+	}{
+		{"nil Apply", []bootstrap.Migration{{From: 1, To: 2, Name: "one", Apply: ok}, {From: 2, To: 3, Name: "two"}},
+			[]string{`"two" (v2→v3)`, "Apply is nil"}},
+		{"From not below To", []bootstrap.Migration{{From: 1, To: 3, Name: "one", Apply: ok}, {From: 3, To: 3, Name: "same", Apply: ok}},
+			[]string{`"same" (v3→v3)`, "From must be below To"}},
+		{"backwards", []bootstrap.Migration{{From: 3, To: 1, Name: "back", Apply: ok}},
+			[]string{`"back" (v3→v1)`, "From must be below To"}},
+		{"From below 1", []bootstrap.Migration{{From: 0, To: 3, Name: "zero", Apply: ok}},
+			[]string{`"zero" (v0→v3)`, "From must be 1 or more"}},
+		{"past the schema", []bootstrap.Migration{{From: 1, To: 4, Name: "far", Apply: ok}},
+			[]string{`"far" (v1→v4)`, "past the current schema 3"}},
+		{"gap", []bootstrap.Migration{{From: 1, To: 2, Name: "one", Apply: ok}}, // nothing from 2 to 3
+			[]string{`"one" (v1→v2)`, "no migration starts at v2"}},
+		{"two from one schema", []bootstrap.Migration{{From: 1, To: 2, Name: "one", Apply: ok}, {From: 2, To: 3, Name: "two", Apply: ok}, {From: 1, To: 3, Name: "shortcut", Apply: ok}},
+			[]string{`"shortcut" (v1→v3)`, `"one" also starts at v1`}},
+		{"unnamed", []bootstrap.Migration{{From: 1, To: 3, Apply: ok}, {From: 2, To: 3}},
+			[]string{`Spec.Migrations[1], migration "#1" (v2→v3)`, "Apply is nil"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := copyFixture(t, "needs-upgrade", true)
+			before := treeHash(t, home)
+			s := spec(home)
+			s.Schema, s.Migrations = 3, tc.migrations
+			_, err := bootstrap.Ensure(t.Context(), s)
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, bootstrap.ErrMigration, "no migration ran")
+			for _, w := range tc.want {
+				assert.ErrorContains(t, err, w)
+			}
+			assert.Equal(t, before, treeHash(t, home), "the home is not touched")
+			backups, err := os.ReadDir(filepath.Join(home, "backups"))
+			if !errors.Is(err, fs.ErrNotExist) {
+				require.NoError(t, err)
+				assert.Empty(t, backups, "nothing was backed up")
+			}
+		})
+	}
+}

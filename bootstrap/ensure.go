@@ -38,6 +38,9 @@ type Spec struct {
 	// already put there is never overwritten.
 	Defaults fs.FS
 	// Migrations are applied in a chain from the stamped schema to Schema.
+	// They must form one chain: each has an Apply and a From below its To,
+	// no two start at the same schema, and each ends at Schema or where
+	// another starts. Ensure checks this before it touches the home.
 	Migrations []Migration
 	// Validate checks config/ after migrations, before the commit; an error
 	// fails the upgrade like a failing migration.
@@ -63,8 +66,8 @@ type Result struct {
 // a home of a newer schema and a *MigrationError when an upgrade fails.
 // Call it while holding the home's lock.
 func Ensure(ctx context.Context, spec Spec) (Result, error) {
-	if spec.Home == "" || spec.Schema < 1 {
-		return Result{}, fmt.Errorf("bootstrap: Spec needs a Home and a Schema of 1 or more (got %q, %d)", spec.Home, spec.Schema)
+	if err := spec.check(); err != nil {
+		return Result{}, err
 	}
 	if spec.ToolkitVersion == "" {
 		spec.ToolkitVersion = ToolkitVersion()
@@ -133,6 +136,47 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 	res.After = Info{State: Ready, Schema: st.Schema, ToolkitVersion: st.ToolkitVersion,
 		InstalledAt: st.InstalledAt, LastBootAt: st.LastBootAt, Boots: st.Boots}
 	return res, nil
+}
+
+// check reports what makes the spec unusable: a programming error, found
+// before anything in the home is touched.
+func (spec *Spec) check() error {
+	if spec.Home == "" || spec.Schema < 1 {
+		return fmt.Errorf("bootstrap: Spec needs a Home and a Schema of 1 or more (got %q, %d)", spec.Home, spec.Schema)
+	}
+	from := map[int]string{}
+	for i, m := range spec.Migrations {
+		name := m.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i)
+		}
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("bootstrap: Spec.Migrations[%d], migration %q (v%d→v%d): %s", i, name, m.From, m.To, fmt.Sprintf(format, args...))
+		}
+		switch {
+		case m.Apply == nil:
+			return bad("Apply is nil")
+		case m.From < 1:
+			return bad("From must be 1 or more")
+		case m.From >= m.To:
+			return bad("From must be below To")
+		case m.To > spec.Schema:
+			return bad("To is past the current schema %d", spec.Schema)
+		}
+		if other, ok := from[m.From]; ok {
+			return bad("migration %q also starts at v%d: which one runs would depend on their order", other, m.From)
+		}
+		from[m.From] = name
+	}
+	// A chain that ends short of Schema strands every home that reaches
+	// its end; a home older than the first migration is refused by chain.
+	for i, m := range spec.Migrations {
+		if _, ok := from[m.To]; !ok && m.To != spec.Schema {
+			return fmt.Errorf("bootstrap: Spec.Migrations[%d], migration %q (v%d→v%d): no migration starts at v%d, so a home there can never reach schema %d",
+				i, from[m.From], m.From, m.To, m.To, spec.Schema)
+		}
+	}
+	return nil
 }
 
 func stampOf(i Info) stamp {
