@@ -213,6 +213,51 @@ func TestFailingMigrationLeavesHomeAsItWas(t *testing.T) {
 	assert.Equal(t, head, gitHead(t, home))
 }
 
+// TestFailingValidateLeavesHomeAsItWas: Spec.Validate sees config/ after
+// every migration, and its error fails the upgrade like a failing
+// migration: config/ restored byte for byte, HEAD and .version unchanged,
+// and the error names the validation and carries its reason.
+func TestFailingValidateLeavesHomeAsItWas(t *testing.T) {
+	home := copyFixture(t, "needs-upgrade", true)
+	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "notes.txt"), []byte("mine"), 0o600))
+	before := treeHash(t, home)
+	head := gitHead(t, home)
+	stamp, err := os.ReadFile(filepath.Join(home, ".version"))
+	require.NoError(t, err)
+	invalid := errors.New("prefs.yaml: voice must be one of neutral, warm")
+	s := upgradeSpec(home, func(ctx context.Context, dir string) error {
+		return os.WriteFile(filepath.Join(dir, "prefs.yaml"), []byte("voice: shouty\n"), 0o600)
+	})
+	var validated string
+	s.Validate = func(dir string) error {
+		b, err := os.ReadFile(filepath.Join(dir, "prefs.yaml"))
+		validated = string(b)
+		if err != nil {
+			return err
+		}
+		return invalid
+	}
+
+	_, err = bootstrap.Ensure(t.Context(), s)
+	var me *bootstrap.MigrationError
+	require.ErrorAs(t, err, &me)
+	require.ErrorIs(t, err, bootstrap.ErrMigration)
+	require.ErrorIs(t, err, invalid)
+	assert.Equal(t, "validate", me.Migration)
+	assert.Equal(t, [2]int{1, 3}, [2]int{me.From, me.To}, "the whole upgrade failed")
+	assert.ErrorContains(t, err, "voice must be one of neutral, warm", "the message says what is wrong")
+	assert.Equal(t, "voice: shouty\n", validated, "Validate sees config/ after the migrations")
+
+	assert.Equal(t, before, treeHash(t, home), "config/ bytes as they were")
+	assert.Equal(t, head, gitHead(t, home), "no migrate commit")
+	b, err := os.ReadFile(filepath.Join(home, ".version"))
+	require.NoError(t, err)
+	assert.Equal(t, stamp, b, "the stamp still says schema 1")
+	info, err := bootstrap.Detect(home, 3)
+	require.NoError(t, err)
+	assert.Equal(t, bootstrap.NeedsUpgrade, info.State)
+}
+
 func gitHead(t *testing.T, home string) string {
 	out, err := exec.Command("git", "-C", filepath.Join(home, "config"), "rev-parse", "HEAD").Output()
 	require.NoError(t, err)
