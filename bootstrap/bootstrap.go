@@ -7,8 +7,11 @@
 // stamp last, so a home without a stamp is an interrupted install that the
 // next Ensure finishes. An upgrade backs up config/, runs the migrations in
 // order, validates, commits and stamps; a failing migration puts config/
-// back exactly as it was. A home stamped by a newer schema is never
-// downgraded. Ensure must be called while holding the home's writer lock
+// back exactly as it was. backups/ keeps the copy of config/ taken before
+// each upgrade that succeeded; for one that failed, config/ holds that
+// copy's bytes again, so only the config/ the migrations left is kept, the
+// newest per pair of schemas, however many times a server retries. A home
+// stamped by a newer schema is never downgraded. Ensure must be called while holding the home's writer lock
 // (lifecycle.Lock); bootstrap does not lock.
 package bootstrap
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
@@ -139,19 +140,51 @@ func (e *ensurer) removePartialBackups() error {
 
 // restore puts config/ back as it was in the backup j names. The config/
 // being replaced is moved into backups/, not deleted.
+//
+// Once config/ is back, the backup is removed: config/ holds the same
+// bytes, and a server respawned for every client retries a failing
+// upgrade at every start, each time with a new backup. For the same
+// reason only the newest copy of a failed config/ is kept for each pair
+// of schemas: the older ones are earlier runs of the same migrations on
+// the same files.
 func (e *ensurer) restore(j upgrading) error {
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
-	aside := filepath.Join(e.spec.Home, BackupsDir, fmt.Sprintf("failed-upgrade-v%d-%s", j.From, stamp))
+	backups := filepath.Join(e.spec.Home, BackupsDir)
+	prefix := fmt.Sprintf("failed-upgrade-v%d-v%d-", j.From, j.To)
+	aside := filepath.Join(backups, prefix+stamp)
 	if err := os.Rename(e.config, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if err := atomicfile.SyncDir(e.spec.Home); err != nil {
 		return err
 	}
-	if err := copyTree(filepath.Join(e.spec.Home, j.Backup), e.config); err != nil {
+	backup := filepath.Join(e.spec.Home, j.Backup)
+	if err := copyTree(backup, e.config); err != nil {
 		return err
 	}
-	return e.endUpgrade()
+	// The journal goes first: until it is gone, a crash restores again,
+	// from the backup.
+	if err := e.endUpgrade(); err != nil {
+		return err
+	}
+	redundant, _ := filepath.Glob(filepath.Join(backups, prefix+"*"))
+	if filepath.Dir(backup) == backups && strings.HasPrefix(filepath.Base(backup), "upgrade-v") {
+		redundant = append(redundant, backup)
+	}
+	for _, dir := range redundant {
+		if dir == aside {
+			continue
+		}
+		// Housekeeping: config/ is restored whatever happens here.
+		e.log.Info("removing a redundant copy of config/ left by a failed upgrade", "path", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			e.log.Warn("could not remove a redundant copy of config/", "path", dir, "err", err)
+		}
+	}
+	if err := atomicfile.SyncDir(backups); err != nil {
+		e.log.Warn("could not sync", "path", backups, "err", err)
+	}
+	return nil
 }
 
 // finishUpgradeRestore undoes an upgrade a crash interrupted: if the
