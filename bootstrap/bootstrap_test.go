@@ -482,6 +482,35 @@ func TestSpecErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "no migration from schema 1")
 }
 
+// TestHomeAndDefaultsErrors: a home that is a file, or defaults that
+// cannot be read, give an error that names them and says what to do.
+func TestHomeAndDefaultsErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "home")
+	require.NoError(t, os.WriteFile(file, []byte("not a home"), 0o600))
+	for _, tc := range []struct {
+		name string
+		spec bootstrap.Spec
+		want []string // in the error
+	}{
+		{"home is a file", spec(file), []string{"bootstrap: home " + file + " is not a directory", "move the file away"}},
+		{"defaults missing", bootstrap.Spec{Home: filepath.Join(t.TempDir(), "home"), Schema: 1, Defaults: os.DirFS(filepath.Join(t.TempDir(), "missing"))},
+			[]string{"bootstrap: read the default files (Spec.Defaults): stat .: ", "os.DirFS of a directory that exists"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bootstrap.Ensure(t.Context(), tc.spec)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.ErrorContains(t, err, w)
+			}
+		})
+	}
+	_, err := bootstrap.Detect(file, 1)
+	assert.ErrorContains(t, err, "bootstrap: home "+file+" is not a directory")
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "not a home", string(b), "the file is left alone")
+}
+
 // TestMigrationsAreChecked: a Spec whose migrations cannot form one chain
 // is refused before the home is touched, naming the migration and what is
 // wrong with it (a nil Apply used to panic in the middle of the upgrade).

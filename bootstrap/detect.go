@@ -40,6 +40,9 @@ var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": 
 // quarantines it and finishes the install. Errors are for homes that cannot
 // be read at all.
 func Detect(home string, schema int) (Info, error) {
+	if err := checkHome(home); err != nil {
+		return Info{}, err
+	}
 	entries, err := os.ReadDir(home)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Info{State: Fresh, Detail: "home does not exist"}, nil
@@ -80,6 +83,16 @@ func Detect(home string, schema int) (Info, error) {
 		info.State, info.Detail = TooNew, fmt.Sprintf("schema %d is newer than this server's %d", st.Schema, schema)
 	}
 	return info, nil
+}
+
+// checkHome returns an error that says what to do when home is there but
+// is not a directory.
+func checkHome(home string) error {
+	if fi, err := os.Stat(home); err == nil && !fi.IsDir() {
+		return fmt.Errorf("bootstrap: home %s is not a directory: give the server a directory's path "+
+			"(one that does not exist yet is created), or move the file away", home)
+	}
+	return nil
 }
 
 func readStamp(home string) (stamp, error) {

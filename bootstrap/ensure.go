@@ -69,6 +69,9 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 	if err := spec.check(); err != nil {
 		return Result{}, err
 	}
+	if err := checkHome(spec.Home); err != nil {
+		return Result{}, err
+	}
 	if spec.ToolkitVersion == "" {
 		spec.ToolkitVersion = ToolkitVersion()
 	}
@@ -258,7 +261,8 @@ func (e *ensurer) writeDefaults() error {
 	}
 	return fs.WalkDir(e.spec.Defaults, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			return fmt.Errorf("bootstrap: read the default files (Spec.Defaults): %w; check the fs.FS given, "+
+				"such as an os.DirFS of a directory that exists or an fs.Sub of an embed.FS with the right path", err)
 		}
 		dst := filepath.Join(e.config, filepath.FromSlash(p))
 		if d.IsDir() {
