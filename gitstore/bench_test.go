@@ -295,10 +295,13 @@ func BenchmarkReadAt(b *testing.B) {
 
 // BenchmarkPack times what packing costs at 10,000 commits, on a
 // repository holding DefaultPackThreshold loose objects: the Commit that
-// packs them (gitstore, into a pack of their own), the Commit that merges
-// every pack into one (gitstore-merge, once every 16 packs), and git gc.
-// Divide by the commits between two packs (DefaultPackThreshold over the
-// three or four objects a commit writes) for the cost per commit.
+// packs them (gitstore: into a new pack, merged with the smallest packs
+// when the progression needs it, as it would be at that point of the
+// history), the largest merge the policy allows (gitstore-merge: the
+// loose objects and the smallest packs, up to the bound), and git gc. The
+// merged-objects metric is the size of the pack the Commit wrote. Divide
+// by the commits between two packs (DefaultPackThreshold over the three or
+// four objects a commit writes) for the cost per commit.
 func BenchmarkPack(b *testing.B) {
 	const n = 10000
 	b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) {
@@ -309,12 +312,13 @@ func BenchmarkPack(b *testing.B) {
 			b.Run(tc.name, func(b *testing.B) {
 				snap := packed.withLoose(b, n)
 				if tc.merge {
-					defer gitstore.SetMaxPacks(1)()
+					defer gitstore.ForceMerge()()
 				}
-				i := 0
+				i, written := 0, 0
 				for b.Loop() {
 					b.StopTimer()
 					dir := clone(b, snap)
+					before := packSizes(b, dir)
 					s, err := gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
 					if err != nil {
 						b.Fatal(err)
@@ -328,11 +332,17 @@ func BenchmarkPack(b *testing.B) {
 					if u := diskUsage(b, filepath.Join(dir, ".git")); u.loose != 0 {
 						b.Fatalf("%d loose objects left: the Commit did not pack", u.loose)
 					}
+					for name, objects := range packSizes(b, dir) {
+						if _, ok := before[name]; !ok {
+							written = objects
+						}
+					}
 					s.Close()
 					os.RemoveAll(dir)
 					i++
 					b.StartTimer()
 				}
+				b.ReportMetric(float64(written), "merged-objects")
 			})
 		}
 		b.Run("impl=git-gc", func(b *testing.B) {
@@ -354,7 +364,8 @@ func BenchmarkPack(b *testing.B) {
 // gitstore, as it leaves it (packing at DefaultPackThreshold), as it
 // would without packing, and after git gc: the metrics git-bytes (the sum
 // of file sizes), git-disk-bytes (allocated blocks, what du reports) and
-// loose-objects. The time per op is that of measuring; ignore it.
+// loose-objects, and packs. The time per op is that of measuring; ignore
+// it.
 func BenchmarkSize(b *testing.B) {
 	const n = 10000
 	b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) {
@@ -380,6 +391,7 @@ func BenchmarkSize(b *testing.B) {
 				b.ReportMetric(float64(u.bytes), "git-bytes")
 				b.ReportMetric(float64(u.disk), "git-disk-bytes")
 				b.ReportMetric(float64(u.loose), "loose-objects")
+				b.ReportMetric(float64(len(packSizes(b, dir))), "packs")
 			})
 		}
 	})

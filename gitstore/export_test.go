@@ -1,9 +1,16 @@
 package gitstore
 
-// SetMaxPacks sets how many packs Commit lets accumulate before it repacks
-// everything, and returns a function that restores it.
-func SetMaxPacks(n int) (restore func()) {
-	old := maxPacks
-	maxPacks = n
-	return func() { maxPacks = old }
+// SetPackLimits sets the progression packs are kept in (see packFactor,
+// frozenPacks and maxMerge) and returns a function that restores it.
+func SetPackLimits(factor, frozen, merge int) (restore func()) {
+	old := [3]int{packFactor, frozenPacks, maxMerge}
+	packFactor, frozenPacks, maxMerge = factor, frozen, merge
+	return func() { packFactor, frozenPacks, maxMerge = old[0], old[1], old[2] }
+}
+
+// ForceMerge makes every packing merge the smallest packs, up to the
+// maxMerge bound, and returns a function that restores the policy.
+func ForceMerge() (restore func()) {
+	forceMerge = true
+	return func() { forceMerge = false }
 }

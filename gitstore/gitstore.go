@@ -12,8 +12,8 @@
 // Open repairs what older writers or other tools left: an empty or garbage
 // ref (from the stamp), an unreadable index (rebuilt from HEAD), orphaned
 // tmp_obj_ files and, when the caller holds the home lock, stale *.lock
-// files and a .git/config that does not parse (rewritten, its bytes kept
-// beside it). A Commit that returned survives kill -9 and a power cut. History
+// files, the index of a pack a kill left without its pack, and a
+// .git/config that does not parse (rewritten, its bytes kept beside it). A Commit that returned survives kill -9 and a power cut. History
 // is never rewritten: Rollback makes a new commit. A Store is for one
 // writer process (the holder of the home lock); it is safe for use by one
 // goroutine at a time.
@@ -80,6 +80,9 @@ type Options struct {
 	ReadOnly bool
 	// PackThreshold is how many loose objects Commit allows before it packs
 	// them; 0 means DefaultPackThreshold, a negative value never packs.
+	// Packing also merges the smallest packs, writing at most six times
+	// PackThreshold objects in all, so its cost does not grow with the
+	// history.
 	PackThreshold int
 	Logger        *slog.Logger // nil = discard
 }
@@ -224,6 +227,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if err := s.cleanLocks(); err != nil {
 			return nil, err
 		}
+		if err := s.cleanPackIndexes(); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.repairConfig(); err != nil {
 		return nil, err
@@ -351,6 +357,28 @@ func (s *Store) cleanLocks() error {
 		}
 		return nil
 	})
+}
+
+// cleanPackIndexes removes the index of a pack that is not there: go-git
+// writes a pack's index before it renames the pack into place, and a merge
+// deletes a pack before its index, so a kill in between leaves one. git
+// and go-git ignore it (git warns). With the home lock held no pack is
+// being written.
+func (s *Store) cleanPackIndexes() error {
+	idxs, err := filepath.Glob(filepath.Join(s.gitDir, "objects", "pack", "pack-*.idx"))
+	if err != nil {
+		return err
+	}
+	for _, p := range idxs {
+		if _, err := os.Lstat(strings.TrimSuffix(p, ".idx") + ".pack"); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		s.repaired("removed %s, the index of a pack a crash interrupted writing or deleting", s.rel(p))
+	}
+	return nil
 }
 
 func (s *Store) rel(p string) string {

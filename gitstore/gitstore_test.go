@@ -300,6 +300,11 @@ func TestOpenRepairs(t *testing.T) {
 		"corrupt config": func(t *testing.T, gitDir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "config"), []byte("[core\n"), 0o644))
 		},
+		"pack index without its pack": func(t *testing.T, gitDir string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(gitDir, "objects", "pack"), 0o755))
+			idx := filepath.Join(gitDir, "objects", "pack", "pack-"+strings.Repeat("ab", 20)+".idx")
+			require.NoError(t, os.WriteFile(idx, []byte("\377tOc"), 0o444))
+		},
 		"tmp_obj and stale locks": func(t *testing.T, gitDir string) {
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "objects", "tmp_obj_123"), []byte("x"), 0o444))
 			require.NoError(t, os.WriteFile(filepath.Join(gitDir, "index.lock"), nil, 0o644))

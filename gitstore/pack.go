@@ -1,23 +1,47 @@
 package gitstore
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"time"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
-// maxPacks is how many packs Commit lets accumulate before it repacks the
-// whole repository into one. A variable for the tests.
-var maxPacks = 16
-
 // packWindow is the delta search window, git's default.
 const packWindow = 10
+
+// The packs are kept in a geometric progression, as git repack
+// --geometric=2 keeps them: each pack holds at least packFactor times the
+// objects of all smaller packs together, so there are few small packs and
+// an object is rewritten a few times at most. Unlike git's, the
+// progression stops at frozenPacks: a pack of that many times
+// PackThreshold objects or more is never merged again, and no merge writes
+// more than maxMerge times PackThreshold objects. So the Commit that packs
+// costs at most some maxMerge times what packing the loose objects alone
+// costs, however long the history; the price is one more pack every
+// frozenPacks times PackThreshold objects (some 2,200 commits of a few
+// changed files at the default threshold), which lookups go through.
+// Variables for the tests.
+var (
+	packFactor  = 2
+	frozenPacks = 4
+	maxMerge    = 6
+)
+
+// forceMerge makes the next packing merge the smallest packs, frozen ones
+// too, up to the maxMerge bound, whether the progression needs it or not:
+// the largest merge there can be, for the benchmarks.
+var forceMerge = false
 
 // countLoose counts loose objects.
 func (s *Store) countLoose() int {
@@ -33,19 +57,20 @@ func (s *Store) countLoose() int {
 	return n
 }
 
+// pack is one pack file and how many objects it holds.
+type pack struct {
+	hash    plumbing.Hash
+	objects int
+}
+
 // maybePack packs the loose objects once there are more than
-// PackThreshold of them.
+// PackThreshold of them: into one new pack, together with the smallest
+// packs when the new pack would break the progression (see packFactor).
 //
-// It packs only the loose objects, into one new pack, so its cost depends
-// on the threshold and not on the length of the history: go-git's
-// RepackObjects re-encodes every object of the repository (5 s at 10,000
-// commits, and growing with the history), and the Commit that packs would
-// stall for that long. Once there are maxPacks packs it does repack
-// everything into one, so that lookups stay cheap.
-//
-// go-git writes a pack through the syncing filesystem (its index first,
-// then the pack renamed into place, both fsynced); the loose objects are
-// deleted only after that, so a crash at any point loses nothing.
+// go-git writes the pack through the syncing filesystem (its index first,
+// then the pack renamed into place, both fsynced); the loose objects and
+// the packs it replaces are deleted only after that, so a crash at any
+// point loses nothing: at worst some objects are in two places.
 func (s *Store) maybePack() error {
 	if s.opts.PackThreshold < 0 || s.loose <= s.opts.PackThreshold {
 		return nil
@@ -53,17 +78,23 @@ func (s *Store) maybePack() error {
 	if err := failpoint.Hit("gitstore.before-pack"); err != nil {
 		return err
 	}
-	packs, err := s.storage.ObjectPacks()
+	var loose []plumbing.Hash
+	err := s.storage.ForEachObjectHash(func(h plumbing.Hash) error {
+		loose = append(loose, h)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	full := len(packs) >= maxPacks
-	if full {
-		err = s.repo.RepackObjects(&git.RepackConfig{})
-	} else {
-		err = s.packLoose()
-	}
+	packs, err := s.packs()
 	if err != nil {
+		return err
+	}
+	merged := rollup(packs, len(loose), s.opts.PackThreshold)
+	if len(loose) == 0 && len(merged) < 2 {
+		return nil
+	}
+	if err := s.writePack(loose, merged); err != nil {
 		return err
 	}
 	// The storage caches the list of packs; start afresh.
@@ -71,34 +102,148 @@ func (s *Store) maybePack() error {
 		return err
 	}
 	s.loose = s.countLoose()
-	s.log.Info("gitstore: packed loose objects", "repo", s.dir, "all", full, "loose_left", s.loose)
+	s.log.Info("gitstore: packed loose objects", "repo", s.dir, "loose", len(loose), "packs_merged", len(merged),
+		"packs", len(packs)-len(merged)+1, "loose_left", s.loose)
 	return nil
 }
 
-// packLoose writes every loose object into one new pack, then deletes
-// them.
-func (s *Store) packLoose() error {
-	var loose []plumbing.Hash
-	err := s.storage.ForEachObjectHash(func(h plumbing.Hash) error {
-		loose = append(loose, h)
-		return nil
-	})
-	if err != nil || len(loose) == 0 {
-		return err
+// rollup returns the packs to merge with n loose objects into one new pack,
+// given every pack, fewest objects first, and the pack threshold: git's
+// geometric split (the packs below the point from which they already form
+// a progression, then as many more as the new pack would break it), among
+// the packs not frozen, trimmed of its largest packs while it would write
+// more than maxMerge times threshold objects.
+func rollup(packs []pack, n, threshold int) []pack {
+	frozen, limit := frozenPacks*threshold, maxMerge*threshold
+	var small []pack
+	for _, p := range packs {
+		if p.objects < frozen || forceMerge {
+			small = append(small, p)
+		}
 	}
+	split := 0
+	if forceMerge {
+		split = len(small)
+	}
+	for i := len(small) - 1; i > 0 && split == 0; i-- {
+		if small[i].objects < packFactor*small[i-1].objects {
+			split = i + 1 // small[i-1] and small[i] break the progression
+		}
+	}
+	total := n
+	for _, p := range small[:split] {
+		total += p.objects
+	}
+	for ; split < len(small) && small[split].objects < packFactor*total; split++ {
+		total += small[split].objects
+	}
+	for ; split > 0 && total > limit; split-- {
+		total -= small[split-1].objects
+	}
+	return small[:split]
+}
+
+// packs lists the packs with the number of objects each holds, fewest
+// first.
+func (s *Store) packs() ([]pack, error) {
+	hashes, err := s.storage.ObjectPacks()
+	if err != nil {
+		return nil, err
+	}
+	var out []pack
+	for _, h := range hashes {
+		idx, err := s.packIndex(h)
+		if err != nil {
+			return nil, err
+		}
+		n, err := idx.Count()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pack{h, int(n)})
+	}
+	slices.SortFunc(out, func(a, b pack) int {
+		if a.objects != b.objects {
+			return a.objects - b.objects
+		}
+		return bytes.Compare(a.hash[:], b.hash[:])
+	})
+	return out, nil
+}
+
+// packIndex reads the index of pack h.
+func (s *Store) packIndex(h plumbing.Hash) (*idxfile.MemoryIndex, error) {
+	path := filepath.Join(s.gitDir, "objects", "pack", "pack-"+h.String()+".idx")
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gitstore: index of a pack: %w", err)
+	}
+	defer f.Close()
+	idx := idxfile.NewMemoryIndex()
+	if err := idxfile.NewDecoder(f).Decode(idx); err != nil {
+		return nil, fmt.Errorf("gitstore: index of a pack: %s: %w", path, err)
+	}
+	return idx, nil
+}
+
+// writePack writes the loose objects and the objects of the packs merged
+// into one new pack, durably, then deletes the loose objects and those
+// packs.
+func (s *Store) writePack(loose []plumbing.Hash, merged []pack) error {
+	hashes := slices.Clone(loose)
+	for _, p := range merged {
+		idx, err := s.packIndex(p.hash)
+		if err != nil {
+			return err
+		}
+		iter, err := idx.Entries()
+		if err != nil {
+			return err
+		}
+		for {
+			e, err := iter.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				iter.Close()
+				return err
+			}
+			hashes = append(hashes, e.Hash)
+		}
+		iter.Close()
+	}
+	// An object may be both loose and packed, after a crash.
+	slices.SortFunc(hashes, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	hashes = slices.Compact(hashes)
+
+	what := fmt.Sprintf("gitstore: pack %d loose objects and %d packs in %s", len(loose), len(merged), s.dir)
 	w, err := s.storage.PackfileWriter()
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if _, err := packfile.NewEncoder(w, s.storage, false).Encode(loose, packWindow); err != nil {
+	written, err := packfile.NewEncoder(w, s.storage, false).Encode(hashes, packWindow)
+	if err != nil {
 		w.Close()
-		return fmt.Errorf("gitstore: pack %d loose objects in %s: %w", len(loose), s.dir, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if err := w.Close(); err != nil {
-		return fmt.Errorf("gitstore: pack %d loose objects in %s: %w", len(loose), s.dir, err)
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := failpoint.Hit("gitstore.after-pack"); err != nil {
+		return err
 	}
 	for _, h := range loose {
-		if err := s.storage.DeleteLooseObject(h); err != nil {
+		if err := s.storage.DeleteLooseObject(h); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	for _, p := range merged {
+		if p.hash == written {
+			continue // the same objects, packed the same way: this is the new pack
+		}
+		// The .pack goes first: a .idx alone is ignored by go-git and git.
+		if err := s.storage.DeleteOldObjectPackAndIndex(p.hash, time.Time{}); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}

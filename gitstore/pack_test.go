@@ -2,12 +2,15 @@ package gitstore_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -15,7 +18,7 @@ import (
 )
 
 // countObjects returns the loose objects and the packs in dir's .git.
-func countObjects(t *testing.T, dir string) (loose, packs int) {
+func countObjects(t testing.TB, dir string) (loose, packs int) {
 	t.Helper()
 	objects := filepath.Join(dir, ".git", "objects")
 	entries, err := os.ReadDir(objects)
@@ -27,18 +30,40 @@ func countObjects(t *testing.T, dir string) (loose, packs int) {
 			loose += len(files)
 		}
 	}
-	matches, err := filepath.Glob(filepath.Join(objects, "pack", "pack-*.pack"))
+	return loose, len(packSizes(t, dir))
+}
+
+// packSizes returns the packs in dir's .git, by name, with the number of
+// objects each holds.
+func packSizes(t testing.TB, dir string) map[string]int {
+	t.Helper()
+	idxs, err := filepath.Glob(filepath.Join(dir, ".git", "objects", "pack", "pack-*.idx"))
 	require.NoError(t, err)
-	return loose, len(matches)
+	out := map[string]int{}
+	for _, p := range idxs {
+		if _, err := os.Stat(strings.TrimSuffix(p, ".idx") + ".pack"); err != nil {
+			continue
+		}
+		f, err := os.Open(p)
+		require.NoError(t, err)
+		idx := idxfile.NewMemoryIndex()
+		require.NoError(t, idxfile.NewDecoder(f).Decode(idx))
+		f.Close()
+		n, err := idx.Count()
+		require.NoError(t, err)
+		out[filepath.Base(p)] = int(n)
+	}
+	return out
 }
 
 // TestPackingKeepsEveryCommit commits past the pack threshold many times:
-// the loose objects are packed into a new pack each time, the packs are
-// merged into one once there are too many, and every commit stays
-// readable, by gitstore and by the git CLI.
+// the loose objects go into a new pack each time, merged with the smallest
+// packs as the progression needs; no merge writes more than its bound, a
+// frozen pack is never rewritten, there are few small packs, and every
+// commit stays readable, by gitstore and by the git CLI.
 func TestPackingKeepsEveryCommit(t *testing.T) {
-	const threshold, packsMax, commits = 20, 3, 120
-	t.Cleanup(gitstore.SetMaxPacks(packsMax))
+	const threshold, commits = 20, 150
+	const frozen, bound = 4 * threshold, 6 * threshold // gitstore's frozenPacks and maxMerge
 	dir := t.TempDir()
 	s, err := gitstore.Init(dir, &gitstore.Options{PackThreshold: threshold})
 	require.NoError(t, err)
@@ -46,7 +71,8 @@ func TestPackingKeepsEveryCommit(t *testing.T) {
 
 	type version struct{ hash, path, data string }
 	var versions []version
-	mostLoose, mostPacks, merges, prevPacks := 0, 0, 0, 0
+	mostLoose, merges, mostSmall := 0, 0, 0
+	packs := packSizes(t, dir)
 	for i := range commits {
 		rel := fmt.Sprintf("d%d/f%d.yaml", i%3, i%5)
 		data := fmt.Sprintf("n: %d\n", i)
@@ -56,18 +82,32 @@ func TestPackingKeepsEveryCommit(t *testing.T) {
 		require.NotEmpty(t, h)
 		versions = append(versions, version{h, rel, data})
 
-		loose, packs := countObjects(t, dir)
-		mostLoose, mostPacks = max(mostLoose, loose), max(mostPacks, packs)
-		if packs < prevPacks {
-			merges++
-			assert.Equal(t, 1, packs, "a merge leaves one pack")
+		loose, _ := countObjects(t, dir)
+		mostLoose = max(mostLoose, loose)
+		after := packSizes(t, dir)
+		small := 0
+		for name, n := range after {
+			if _, ok := packs[name]; !ok {
+				assert.LessOrEqual(t, n, bound, "commit %d: a new pack of %d objects", i, n)
+			}
+			if n < frozen {
+				small++
+			}
 		}
-		prevPacks = packs
+		mostSmall = max(mostSmall, small)
+		for name, n := range packs {
+			if _, ok := after[name]; !ok {
+				merges++
+				assert.Less(t, n, frozen, "commit %d: a frozen pack was merged", i)
+			}
+		}
+		packs = after
 	}
 	// The Commit that takes the loose count past the threshold packs.
 	assert.LessOrEqual(t, mostLoose, threshold)
-	assert.Equal(t, packsMax, mostPacks, "loose objects go into packs of their own until there are packsMax")
-	assert.Positive(t, merges, "the packs were merged at least once")
+	assert.Positive(t, merges, "packs were merged")
+	assert.LessOrEqual(t, mostSmall, 3, "the packs below the frozen size are few")
+	t.Logf("%d packs (%v objects), %d merged away", len(packs), slices.Sorted(maps.Values(packs)), merges)
 
 	git(t, dir, "fsck", "--full", "--strict")
 	assert.Empty(t, git(t, dir, "status", "--porcelain"))

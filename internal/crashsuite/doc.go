@@ -6,9 +6,9 @@
 // crashes helios while a client streams update_preference calls and
 // records which were acknowledged: first at every name in failpoint.Names
 // (each armed to kill, on the workload that reaches it: a fresh home for the
-// install points, a home past the pack threshold for gitstore.before-pack,
-// an interrupted update for recovery.during-rollback, an upgrade for the
-// migration points), then by SIGKILL after a random delay during the
+// install points, a home past the pack threshold for gitstore's pack
+// points, an interrupted update for recovery.during-rollback, an upgrade for
+// the migration points), then by SIGKILL after a random delay during the
 // stream, during start-up recovery, during the bootstrap of a fresh home,
 // during packing, during an upgrade and during shutdown (stdin EOF with
 // calls in flight, or SIGTERM). After each crash the next start must

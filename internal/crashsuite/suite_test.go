@@ -92,7 +92,7 @@ func (w workload) String() string {
 // onMain and one hit; if that does not reach it, TestCrashSuite fails.
 func reach(name string) (homes []workload, hits int) {
 	switch {
-	case name == "gitstore.before-pack":
+	case name == "gitstore.before-pack", name == "gitstore.after-pack":
 		return []workload{onPacked}, 1
 	case name == "bootstrap.before-migration", name == "bootstrap.after-migration":
 		return []workload{onUpgrade}, 1

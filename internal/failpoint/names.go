@@ -20,6 +20,7 @@ var Names = []string{
 	"gitstore.before-objects",
 	"gitstore.before-ref",
 	"gitstore.before-pack",
+	"gitstore.after-pack", // the new pack is durable; what it replaces is not yet deleted
 
 	// bootstrap: install, upgrade, stamp.
 	"bootstrap.after-dirs",
