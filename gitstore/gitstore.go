@@ -54,8 +54,8 @@ var (
 
 // RevisionError reports a revision that does not name a commit.
 type RevisionError struct {
-	Rev string
-	Err error
+	Rev string // the revision as the caller gave it
+	Err error  // why it names no commit
 }
 
 // Error names the revision and says which revisions work.

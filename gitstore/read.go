@@ -21,10 +21,10 @@ import (
 
 // Commit describes one commit of the history.
 type Commit struct {
-	Hash    string    `json:"hash"`
-	Message string    `json:"message"`
-	Author  string    `json:"author"`
-	When    time.Time `json:"when"`
+	Hash    string    `json:"hash"`    // the full hash, 40 hex digits
+	Message string    `json:"message"` // without surrounding space
+	Author  string    `json:"author"`  // the author's name (Options.AuthorName)
+	When    time.Time `json:"when"`    // the author time, to the second
 }
 
 // cleanPath checks a work-tree path given by a caller: relative,
