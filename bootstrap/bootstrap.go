@@ -64,8 +64,8 @@ var (
 // failed. config/ was restored to what it was before the upgrade.
 type MigrationError struct {
 	Migration string // the migration's name, or "validate"
-	From, To  int
-	Err       error
+	From, To  int    // the migration's schemas, or the whole upgrade's
+	Err       error  // what the migration or Spec.Validate returned
 }
 
 // Error names the migration and its schemas.
@@ -78,13 +78,13 @@ func (e *MigrationError) Unwrap() []error { return []error{ErrMigration, e.Err} 
 
 // Info is what Detect reads from a home's stamp.
 type Info struct {
-	State          State     `json:"state"`
-	Schema         int       `json:"schema,omitempty"`
-	ToolkitVersion string    `json:"toolkit_version,omitempty"`
-	InstalledAt    time.Time `json:"installed_at,omitzero"`
-	LastBootAt     time.Time `json:"last_boot_at,omitzero"`
-	Boots          int       `json:"boots,omitempty"`
-	Detail         string    `json:"detail,omitempty"` // why the home is Incomplete, TooNew, …
+	State          State     `json:"state"`                     // what the home is: Fresh, Ready, …
+	Schema         int       `json:"schema,omitempty"`          // the schema of the home's config, as stamped
+	ToolkitVersion string    `json:"toolkit_version,omitempty"` // the mcpkeep version that last stamped it
+	InstalledAt    time.Time `json:"installed_at,omitzero"`     // when the install finished
+	LastBootAt     time.Time `json:"last_boot_at,omitzero"`     // the last start Ensure counted
+	Boots          int       `json:"boots,omitempty"`           // the starts Ensure counted, the install's included
+	Detail         string    `json:"detail,omitempty"`          // why the home is Incomplete, TooNew, …
 }
 
 const modulePath = "github.com/mcpkeep/mcpkeep"

@@ -19,8 +19,8 @@ import (
 
 // Migration moves config/ from schema From to schema To.
 type Migration struct {
-	From, To int
-	Name     string
+	From, To int    // the schemas before and after it; From < To
+	Name     string // for logs and errors, such as "rename tone to voice"
 	// Apply changes the files in configDir. It need not be atomic: a
 	// failure or a crash puts config/ back from the backup taken before.
 	Apply func(ctx context.Context, configDir string) error
@@ -28,7 +28,7 @@ type Migration struct {
 
 // Spec describes what a home must look like.
 type Spec struct {
-	Home           string
+	Home           string // the home directory; created if missing
 	Schema         int    // the current schema version, 1 or more
 	ToolkitVersion string // "" = ToolkitVersion()
 	// Dirs are extra directories (relative to Home) created 0700, besides
@@ -52,8 +52,8 @@ type Spec struct {
 
 // Result says what Ensure found and did.
 type Result struct {
-	Before    Info
-	After     Info
+	Before    Info   // the home as Ensure found it (Detect)
+	After     Info   // the home as Ensure left it: Ready
 	Installed bool   // a fresh install
 	Resumed   bool   // an interrupted install finished
 	Upgraded  bool   // migrations ran
