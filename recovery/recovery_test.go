@@ -3,14 +3,20 @@ package recovery_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,21 +25,32 @@ import (
 	"github.com/mcpkeep/mcpkeep/recovery"
 )
 
+// update rewrites the golden files of TestRun.
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/recovery/golden")
+
+// testdata is the module's fixture directory.
+var testdata = filepath.Join("..", "testdata")
+
 func fixture(t *testing.T, name string) []byte {
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "recovery", name))
+	b, err := os.ReadFile(filepath.Join(testdata, "recovery", name))
 	require.NoError(t, err)
 	return b
 }
 
-// newHome makes an installed home: config/ committed with base.yaml and
-// personas/default.yaml from testdata/recovery.
+// newHome makes an installed home: config/ committed as "install" with
+// base.yaml and personas/default.yaml from testdata/recovery and prefs.json
+// from testdata/json, and empty checkpoints/ and backups/. (A .git cannot
+// live in testdata.)
 func newHome(t *testing.T) string {
 	home := filepath.Join(t.TempDir(), "home")
 	for _, d := range []string{"config/personas", "checkpoints", "backups"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o700))
 	}
-	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "base.yaml"), fixture(t, "base.yaml"), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "personas", "default.yaml"), fixture(t, "default.yaml"), 0o600))
+	put(t, home, "config/base.yaml", fixture(t, "base.yaml"))
+	put(t, home, "config/personas/default.yaml", fixture(t, "default.yaml"))
+	prefs, err := os.ReadFile(filepath.Join(testdata, "json", "valid.json"))
+	require.NoError(t, err)
+	put(t, home, "config/prefs.json", prefs)
 	s, err := gitstore.Init(filepath.Join(home, "config"), nil)
 	require.NoError(t, err)
 	_, err = s.Commit("install")
@@ -63,201 +80,278 @@ func kinds(r recovery.Report) []string {
 	return out
 }
 
-// backupHashes returns the sha256 of every file in backups/.
-func backupHashes(t *testing.T, home string) map[[32]byte]string {
-	out := map[[32]byte]string{}
-	entries, err := os.ReadDir(filepath.Join(home, "backups"))
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.Type().IsRegular() {
-			b, err := os.ReadFile(filepath.Join(home, "backups", e.Name()))
-			require.NoError(t, err)
-			out[sha256.Sum256(b)] = e.Name()
-		}
+// overlay copies the files of testdata/recovery/cases/name (if there is
+// such a directory) into the home, at the same paths, except that a path
+// element "dot-git" stands for ".git", which git cannot hold.
+func overlay(t *testing.T, home, name string) {
+	src := filepath.Join(testdata, "recovery", "cases", name)
+	if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
+		return
 	}
-	return out
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		parts := strings.Split(filepath.ToSlash(rel), "/")
+		for i, part := range parts {
+			if part == "dot-git" {
+				parts[i] = ".git"
+			}
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		put(t, home, strings.Join(parts, "/"), b)
+		return nil
+	})
+	require.NoError(t, err)
 }
 
-func TestRunFindsAndFixes(t *testing.T) {
-	cases := []struct {
-		name  string
-		plant func(t *testing.T, home string)
-		kinds []string
-		check func(t *testing.T, home string, r recovery.Report)
-	}{
-		{
-			name: "orphan temps",
-			plant: func(t *testing.T, home string) {
-				put(t, home, "config/.base.yaml.mcpkeep-tmp1234567890123456789", []byte("half"))
-				put(t, home, ".version.mcpkeep-tmp9876543210987654321", []byte("half"))
-				put(t, home, "config/.keep", []byte("mine"))
-				put(t, home, ".log.20240101123045123", []byte("mine"))
-			},
-			// The user's new .keep is not a temp file: it is kept and
-			// committed. Nor is a name that merely ends in digits.
-			kinds: []string{recovery.KindOrphanTemp, recovery.KindOrphanTemp, recovery.KindUncommitted},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.Equal(t, "mine", read(t, home, "config/.keep"), "only temp files are removed")
-				assert.Equal(t, "mine", read(t, home, ".log.20240101123045123"), "only temp files are removed")
-			},
-		},
-		{
-			// A kill while an upgrade copies config/ into backups/ (found
-			// by the crash suite): the copy's .git is not gitstore's.
-			name: "orphan temp in a backup's .git",
-			plant: func(t *testing.T, home string) {
-				put(t, home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e.mcpkeep-tmp5139064717966035645", []byte("half"))
-				put(t, home, "backups/upgrade-v1-x/.git/HEAD", []byte("ref: refs/heads/main\n"))
-			},
-			kinds: []string{recovery.KindOrphanTemp},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.NoFileExists(t, filepath.Join(home, "backups/upgrade-v1-x/.git/objects/4b/.6a6bbd35e65444640c593c6bd38bc361d3403e.mcpkeep-tmp5139064717966035645"))
-				assert.Equal(t, "ref: refs/heads/main\n", read(t, home, "backups/upgrade-v1-x/.git/HEAD"), "only temp files are removed")
-			},
-		},
-		{
-			// A kill during go-git's object write, then an upgrade's
-			// restore moving that config/ aside (found by the crash suite).
-			name: "go-git temp in a backup's .git",
-			plant: func(t *testing.T, home string) {
-				put(t, home, "backups/failed-upgrade-v1-x/.git/objects/pack/tmp_obj_2831240762", []byte("half"))
-				put(t, home, "backups/tmp_obj_notes", []byte("mine"))
-			},
-			kinds: []string{recovery.KindOrphanTemp},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.NoFileExists(t, filepath.Join(home, "backups/failed-upgrade-v1-x/.git/objects/pack/tmp_obj_2831240762"))
-				assert.Equal(t, "mine", read(t, home, "backups/tmp_obj_notes"), "go-git's names mean nothing outside a .git")
-			},
-		},
-		{
-			name:  "stale git lock",
-			plant: func(t *testing.T, home string) { put(t, home, "config/.git/index.lock", nil) },
-			kinds: []string{recovery.KindStaleGitLock},
-		},
-		{
-			name:  "stale state of a dead server",
-			plant: func(t *testing.T, home string) { put(t, home, "state.json", fixture(t, "stale-state.json")) },
-			kinds: []string{recovery.KindStaleState},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.NoFileExists(t, filepath.Join(home, "state.json"))
-				assert.Contains(t, backupHashes(t, home), sha256.Sum256(fixture(t, "stale-state.json")), "moved, bytes intact")
-			},
-		},
-		{
-			// pid 1 runs, but nothing shows it wrote this file.
-			name: "state without a start time",
-			plant: func(t *testing.T, home string) {
-				put(t, home, "state.json", []byte(`{"schema":1,"name":"helios","pid":1}`))
-			},
-			kinds: []string{recovery.KindStaleState},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.NoFileExists(t, filepath.Join(home, "state.json"))
-				require.Len(t, r.Findings, 1)
-				assert.Contains(t, r.Findings[0].Detail, "no process start time")
-			},
-		},
-		{
-			name:  "torn state",
-			plant: func(t *testing.T, home string) { put(t, home, "state.json", fixture(t, "torn-state.json")) },
-			kinds: []string{recovery.KindStaleState},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.Contains(t, backupHashes(t, home), sha256.Sum256(fixture(t, "torn-state.json")))
-			},
-		},
-		{
-			name: "interrupted update",
-			plant: func(t *testing.T, home string) {
-				_, err := recovery.Begin(home, "update", "config/base.yaml", "config/personas/new.yaml")
-				require.NoError(t, err)
-				put(t, home, "config/base.yaml", []byte("name: half-updated\n"))
-				put(t, home, "config/personas/new.yaml", []byte("name: new\n"))
-			},
-			kinds: []string{recovery.KindInterrupted},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.Equal(t, string(fixture(t, "base.yaml")), read(t, home, "config/base.yaml"))
-				assert.NoFileExists(t, filepath.Join(home, "config", "personas", "new.yaml"), "absent before: absent after")
-			},
-		},
-		{
-			name: "missing dirs",
-			plant: func(t *testing.T, home string) {
-				require.NoError(t, os.Remove(filepath.Join(home, "checkpoints")))
-				require.NoError(t, os.Remove(filepath.Join(home, "backups")))
-			},
-			kinds: []string{recovery.KindMissingDir, recovery.KindMissingDir},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.DirExists(t, filepath.Join(home, "backups"))
-			},
-		},
-		{
-			name:  "corrupt config with a good version in history",
-			plant: func(t *testing.T, home string) { put(t, home, "config/base.yaml", fixture(t, "corrupt-base.yaml")) },
-			kinds: []string{recovery.KindCorruptConfig},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.Equal(t, string(fixture(t, "base.yaml")), read(t, home, "config/base.yaml"), "restored from git")
-				assert.Contains(t, backupHashes(t, home), sha256.Sum256(fixture(t, "corrupt-base.yaml")), "quarantined, bytes intact")
-				assert.False(t, r.NeedsUser())
-				require.Len(t, r.Findings, 1)
-				assert.Contains(t, r.Findings[0].Detail, "base.yaml:")
-				assert.NotContains(t, r.Findings[0].Detail, "(", "no advice to do what recovery is doing: %s", r.Findings[0].Detail)
-			},
-		},
-		{
-			name: "corrupt config with no good version",
-			plant: func(t *testing.T, home string) {
-				put(t, home, "config/personas/new.yaml", fixture(t, "corrupt-base.yaml"))
-			},
-			kinds: []string{recovery.KindCorruptConfig},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				assert.True(t, r.NeedsUser(), "never silently replaced")
-				assert.NoFileExists(t, filepath.Join(home, "config", "personas", "new.yaml"))
-				assert.Contains(t, backupHashes(t, home), sha256.Sum256(fixture(t, "corrupt-base.yaml")))
-			},
-		},
-		{
-			name:  "uncommitted change",
-			plant: func(t *testing.T, home string) { put(t, home, "config/base.yaml", []byte("name: edited\n")) },
-			kinds: []string{recovery.KindUncommitted},
-			check: func(t *testing.T, home string, r recovery.Report) {
-				s, err := gitstore.Open(filepath.Join(home, "config"), nil)
-				require.NoError(t, err)
-				defer s.Close()
-				h, err := s.History("", 1)
-				require.NoError(t, err)
-				assert.True(t, strings.HasPrefix(h[0].Message, "recovered:"))
-				assert.Equal(t, "name: edited\n", read(t, home, "config/base.yaml"))
-			},
-		},
-		{
-			name:  "empty branch ref",
-			plant: func(t *testing.T, home string) { put(t, home, "config/.git/refs/heads/main", nil) },
-			kinds: []string{recovery.KindGitRepair},
-		},
+// A runCase is one home TestRun repairs. The home is built by a documented
+// setup step, from fixtures only: newHome, then the overlay of
+// testdata/recovery/cases/<name>/, then the files of plant, then remove.
+type runCase struct {
+	name string
+	// plant puts shared fixtures into the home: home path → path under
+	// testdata.
+	plant map[string]string
+	// remove lists paths removed after that: a missing directory cannot
+	// be a fixture.
+	remove []string
+	// defaults sets Options.Defaults to testdata/recovery/defaults, and
+	// allowDefaults Options.AllowDefaults.
+	defaults, allowDefaults bool
+}
+
+// TestRun builds a home for each case, runs a dry run and then Run, and
+// compares with testdata/recovery/golden/<name>.json (rewritten by
+// -update) both reports, every file of the home after Run (config/.git
+// aside: the git CLI checks it) and the config history. Timestamps, hashes
+// and the home's path are normalized. It also checks that the dry run
+// changed nothing, that every file Run moved is in backups/ with its bytes,
+// and that a second Run finds only what the first could not act on.
+func TestRun(t *testing.T) {
+	cases := []runCase{
+		// The user's new config/.keep is not a temp file: it is kept and
+		// committed. Nor is a name that merely ends in digits.
+		{name: "orphan-temps"},
+		// A kill while an upgrade copies config/ into backups/ (found by
+		// the crash suite): the copy's .git is not gitstore's.
+		{name: "temp-in-a-backups-git"},
+		// A kill during go-git's object write, then an upgrade's restore
+		// moving that config/ aside (found by the crash suite); go-git's
+		// names mean nothing outside a .git.
+		{name: "go-git-temp-in-a-backups-git"},
+		{name: "stale-git-lock"},
+		{name: "stale-state"},
+		// pid 1 runs, but nothing shows it wrote this file.
+		{name: "state-without-start-time"},
+		{name: "torn-state"},
+		// Rolled back from the pre-images: absent before, absent after.
+		{name: "interrupted-update"},
+		// Begin never wrote its manifest: nothing changed under it.
+		{name: "unfinished-checkpoint"},
+		// A manifest that does not parse: the user compares by hand.
+		{name: "corrupt-checkpoint"},
+		{name: "missing-dirs", remove: []string{"checkpoints", "backups"}},
+		{name: "corrupt-yaml-with-a-good-version", plant: map[string]string{"config/base.yaml": "recovery/corrupt-base.yaml"}},
+		// Never silently replaced: quarantined for the user.
+		{name: "corrupt-yaml-never-good", plant: map[string]string{"config/personas/new.yaml": "yaml/truncated.yaml"}},
+		{name: "corrupt-json-with-a-good-version", plant: map[string]string{"config/prefs.json": "json/torn.json"}},
+		// A default exists, but AllowDefaults is not set: quarantined.
+		{name: "corrupt-json-never-good", plant: map[string]string{"config/tools.json": "json/bad-literal.json"}, defaults: true},
+		{name: "corrupt-json-never-good-allow-defaults", plant: map[string]string{"config/tools.json": "json/bad-literal.json"},
+			defaults: true, allowDefaults: true},
+		{name: "uncommitted-change"},
+		{name: "empty-branch-ref"},
+		{name: "corrupt-git-config"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			home := newHome(t)
-			tc.plant(t, home)
-
-			before := treeHash(t, home)
-			dry, err := recovery.Run(t.Context(), recovery.Options{Home: home, DryRun: true})
-			require.NoError(t, err)
-			assert.Equal(t, before, treeHash(t, home), "a dry run changes nothing")
-			for _, k := range tc.kinds {
-				assert.Contains(t, kinds(dry), k, "dry run: %s", dry)
+			overlay(t, home, tc.name)
+			for dst, src := range tc.plant {
+				b, err := os.ReadFile(filepath.Join(testdata, filepath.FromSlash(src)))
+				require.NoError(t, err)
+				put(t, home, dst, b)
 			}
-
-			r, err := recovery.Run(t.Context(), recovery.Options{Home: home})
-			require.NoError(t, err)
-			assert.Equal(t, tc.kinds, kinds(r), "%s", r)
-			if tc.check != nil {
-				tc.check(t, home, r)
+			for _, p := range tc.remove {
+				require.NoError(t, os.RemoveAll(filepath.Join(home, p)))
 			}
-			again, err := recovery.Run(t.Context(), recovery.Options{Home: home})
-			require.NoError(t, err)
-			assert.True(t, again.Clean(), "a second run finds nothing: %s", again)
+			opts := recovery.Options{Home: home, AllowDefaults: tc.allowDefaults}
+			if tc.defaults {
+				opts.Defaults = os.DirFS(filepath.Join(testdata, "recovery", "defaults"))
+			}
+			checkRun(t, tc.name, opts)
 		})
 	}
+}
+
+// golden is what a golden file of TestRun holds.
+type golden struct {
+	DryRun recovery.Report      `json:"dry_run"`
+	Report recovery.Report      `json:"report"`
+	Files  map[string]*fileInfo `json:"files"` // after Run; directories end in "/"
+	Log    []string             `json:"log"`   // config/'s commits, newest first
+}
+
+type fileInfo struct {
+	Mode string `json:"mode"`
+	Data string `json:"data,omitempty"` // the bytes, or their sha256 if not UTF-8
+}
+
+// checkRun runs the checks of TestRun on the home of opts.
+func checkRun(t *testing.T, name string, opts recovery.Options) {
+	home := opts.Home
+	before := files(t, home)
+	treeBefore := treeHash(t, home)
+	dry := opts
+	dry.DryRun = true
+	dryReport, err := recovery.Run(t.Context(), dry)
+	require.NoError(t, err)
+	assert.Equal(t, treeBefore, treeHash(t, home), "a dry run changes nothing")
+
+	report, err := recovery.Run(t.Context(), opts)
+	require.NoError(t, err)
+	t.Logf("%s", report)
+	got := golden{DryRun: normalize(home, dryReport), Report: normalize(home, report), Files: map[string]*fileInfo{}, Log: gitLog(t, home)}
+	for rel, f := range files(t, home) {
+		got.Files[normalizeText(home, rel)] = f
+	}
+	compareGolden(t, name, got)
+
+	// Every file Run moved is in backups/, bytes intact.
+	for _, f := range report.Findings {
+		m := movedTo.FindStringSubmatch(f.Action)
+		if m == nil {
+			continue
+		}
+		saved, err := os.ReadFile(filepath.Join(home, filepath.FromSlash(m[1])))
+		require.NoError(t, err, "%s %s: %s", f.Kind, f.Path, f.Action)
+		require.Contains(t, before, f.Path)
+		assert.Equal(t, before[f.Path].Data, data(saved), "%s: moved with its bytes", f.Path)
+	}
+
+	again, err := recovery.Run(t.Context(), opts)
+	require.NoError(t, err)
+	var left []recovery.Finding
+	for _, f := range report.Findings {
+		if f.Action == "none" {
+			left = append(left, f)
+		}
+	}
+	assert.Equal(t, left, again.Findings, "a second run finds only what the first could not act on: %s", again)
+	if _, err := os.Stat(filepath.Join(home, "config", ".git")); err == nil {
+		gitCLI(t, home, "fsck", "--full", "--strict")
+	}
+}
+
+// movedTo matches the action of a finding whose file Run moved.
+var movedTo = regexp.MustCompile(`^(?:moved|quarantined) to (backups/[^ ;,]+)`)
+
+// compareGolden compares got with testdata/recovery/golden/name.json, or
+// rewrites that with -update.
+func compareGolden(t *testing.T, name string, got golden) {
+	b, err := json.MarshalIndent(got, "", "  ")
+	require.NoError(t, err)
+	b = append(b, '\n')
+	path := filepath.Join(testdata, "recovery", "golden", name+".json")
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -run TestRun -update to write the golden file")
+	assert.Equal(t, string(want), string(b), "golden file %s (go test -run TestRun -update rewrites it)", path)
+}
+
+var (
+	timestamp   = regexp.MustCompile(`[0-9]{8}T[0-9]{6}\.[0-9]{9}Z`)
+	fullHash    = regexp.MustCompile(`\b[0-9a-f]{40}\b`)
+	shortCommit = regexp.MustCompile(`\b(commit|committed as) [0-9a-f]{12}\b`)
+)
+
+// normalizeText replaces what changes from run to run: the home's path,
+// the time in backup names, commit hashes.
+func normalizeText(home, s string) string {
+	s = strings.ReplaceAll(s, home, "$HOME")
+	s = timestamp.ReplaceAllString(s, "{time}")
+	s = fullHash.ReplaceAllString(s, "{hash}")
+	return shortCommit.ReplaceAllString(s, "$1 {hash}")
+}
+
+func normalize(home string, r recovery.Report) recovery.Report {
+	r.Home = normalizeText(home, r.Home)
+	r.Findings = slices.Clone(r.Findings)
+	for i, f := range r.Findings {
+		f.Path, f.Action = normalizeText(home, f.Path), normalizeText(home, f.Action)
+		f.Detail, f.Remedy = normalizeText(home, f.Detail), normalizeText(home, f.Remedy)
+		r.Findings[i] = f
+	}
+	return r
+}
+
+// files lists every file and directory of the home but config/.git, by
+// slash-separated path relative to the home.
+func files(t *testing.T, home string) map[string]*fileInfo {
+	out := map[string]*fileInfo{}
+	err := filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == home {
+			return err
+		}
+		rel, err := filepath.Rel(home, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "config/.git" {
+			return filepath.SkipDir
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			out[rel+"/"] = &fileInfo{Mode: info.Mode().String()}
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		out[rel] = &fileInfo{Mode: info.Mode().String(), Data: data(b)}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// data renders bytes for a golden file: as they are, or as their sha256
+// when they are not UTF-8 text.
+func data(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return fmt.Sprintf("sha256:%x", sha256.Sum256(b))
+}
+
+// gitLog returns the subjects of config/'s commits, newest first.
+func gitLog(t *testing.T, home string) []string {
+	if _, err := os.Stat(filepath.Join(home, "config", ".git")); err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(gitCLI(t, home, "log", "--format=%s")), "\n")
+}
+
+func gitCLI(t *testing.T, home string, args ...string) string {
+	out, err := exec.Command("git", append([]string{"-C", filepath.Join(home, "config")}, args...)...).CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return string(out)
 }
 
 func TestNotInstalled(t *testing.T) {
