@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 
@@ -126,6 +127,10 @@ type runCase struct {
 	// defaults sets Options.Defaults to testdata/recovery/defaults, and
 	// allowDefaults Options.AllowDefaults.
 	defaults, allowDefaults bool
+	// unreadable is a path whose mode is set to 0 (git holds no modes).
+	// Root reads it all the same, so as root Run runs in a child process
+	// as an unprivileged user (see runAsNobody).
+	unreadable string
 }
 
 // TestRun builds a home for each case, runs a dry run and then Run, and
@@ -170,6 +175,9 @@ func TestRun(t *testing.T) {
 		{name: "uncommitted-change"},
 		{name: "empty-branch-ref"},
 		{name: "corrupt-git-config"},
+		// Reported for the user; the edit of base.yaml is not committed
+		// while a file of the tree cannot be read.
+		{name: "unreadable", unreadable: "config/personas/default.yaml"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,8 +195,86 @@ func TestRun(t *testing.T) {
 			if tc.defaults {
 				opts.Defaults = os.DirFS(filepath.Join(testdata, "recovery", "defaults"))
 			}
-			checkRun(t, tc.name, opts)
+			run := func(opts recovery.Options) (recovery.Report, error) { return recovery.Run(t.Context(), opts) }
+			if tc.unreadable != "" {
+				require.NoError(t, os.Chmod(filepath.Join(home, filepath.FromSlash(tc.unreadable)), 0))
+				if os.Geteuid() == 0 {
+					run = runAsNobody(t, home)
+				}
+			}
+			checkRun(t, tc.name, opts, run)
 		})
+	}
+}
+
+const (
+	runAsHomeEnv = "RECOVERY_RUN_AS_HOME"
+	runAsDryEnv  = "RECOVERY_RUN_AS_DRY"
+)
+
+// TestHelperRunAs is a child: it runs recovery.Run on the home in its
+// environment and prints the Report as JSON.
+func TestHelperRunAs(t *testing.T) {
+	home := os.Getenv(runAsHomeEnv)
+	if home == "" {
+		return
+	}
+	r, err := recovery.Run(t.Context(), recovery.Options{Home: home, DryRun: os.Getenv(runAsDryEnv) != ""})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// nobody is the unprivileged user runAsNobody runs Run as.
+const nobody = 65534
+
+// runAsNobody returns a function that runs Run on home in a child process
+// as the unprivileged user nobody, after giving home to nobody: root
+// ignores file modes, and an unreadable file is what the test is about.
+// Only Home and DryRun of the options reach the child.
+func runAsNobody(t *testing.T, home string) func(recovery.Options) (recovery.Report, error) {
+	// The child must reach the home and its own binary.
+	for dir := filepath.Dir(home); dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		require.NoError(t, os.Chmod(dir, 0o711))
+	}
+	require.NoError(t, filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, nobody, nobody)
+	}))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(filepath.Dir(home), "recovery.test")
+	b, err := os.ReadFile(self)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, b, 0o755))
+	return func(opts recovery.Options) (recovery.Report, error) {
+		require.Equal(t, recovery.Options{Home: home, DryRun: opts.DryRun}, opts, "only Home and DryRun reach the child")
+		cmd := exec.Command(bin, "-test.run=^TestHelperRunAs$")
+		cmd.Dir = filepath.Dir(home)
+		cmd.Env = append(os.Environ(), runAsHomeEnv+"="+home)
+		if opts.DryRun {
+			cmd.Env = append(cmd.Env, runAsDryEnv+"=1")
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			if errors.Is(err, syscall.EPERM) {
+				t.Skipf("root cannot switch to uid %d here (%v): run as a user other than root to test an unreadable file", nobody, err)
+			}
+			return recovery.Report{}, fmt.Errorf("child as uid %d: %w: %s%s", nobody, err, out, stderr.Bytes())
+		}
+		var r recovery.Report
+		err = json.Unmarshal(out, &r)
+		return r, err
 	}
 }
 
@@ -205,18 +291,19 @@ type fileInfo struct {
 	Data string `json:"data,omitempty"` // the bytes, or their sha256 if not UTF-8
 }
 
-// checkRun runs the checks of TestRun on the home of opts.
-func checkRun(t *testing.T, name string, opts recovery.Options) {
+// checkRun runs the checks of TestRun on the home of opts, calling run
+// for recovery.Run.
+func checkRun(t *testing.T, name string, opts recovery.Options, run func(recovery.Options) (recovery.Report, error)) {
 	home := opts.Home
 	before := files(t, home)
 	treeBefore := treeHash(t, home)
 	dry := opts
 	dry.DryRun = true
-	dryReport, err := recovery.Run(t.Context(), dry)
+	dryReport, err := run(dry)
 	require.NoError(t, err)
 	assert.Equal(t, treeBefore, treeHash(t, home), "a dry run changes nothing")
 
-	report, err := recovery.Run(t.Context(), opts)
+	report, err := run(opts)
 	require.NoError(t, err)
 	t.Logf("%s", report)
 	got := golden{DryRun: normalize(home, dryReport), Report: normalize(home, report), Files: map[string]*fileInfo{}, Log: gitLog(t, home)}
@@ -237,7 +324,7 @@ func checkRun(t *testing.T, name string, opts recovery.Options) {
 		assert.Equal(t, before[f.Path].Data, data(saved), "%s: moved with its bytes", f.Path)
 	}
 
-	again, err := recovery.Run(t.Context(), opts)
+	again, err := run(opts)
 	require.NoError(t, err)
 	var left []recovery.Finding
 	for _, f := range report.Findings {
@@ -299,6 +386,13 @@ func normalize(home string, r recovery.Report) recovery.Report {
 // files lists every file and directory of the home but config/.git, by
 // slash-separated path relative to the home.
 func files(t *testing.T, home string) map[string]*fileInfo {
+	return walk(t, home, false)
+}
+
+// walk lists every file and directory of the home, but config/.git unless
+// withGit. A file of mode 0 is listed without its bytes (only root could
+// read them).
+func walk(t *testing.T, home string, withGit bool) map[string]*fileInfo {
 	out := map[string]*fileInfo{}
 	err := filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == home {
@@ -309,7 +403,7 @@ func files(t *testing.T, home string) map[string]*fileInfo {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if rel == "config/.git" {
+		if rel == "config/.git" && !withGit {
 			return filepath.SkipDir
 		}
 		info, err := d.Info()
@@ -318,6 +412,10 @@ func files(t *testing.T, home string) map[string]*fileInfo {
 		}
 		if d.IsDir() {
 			out[rel+"/"] = &fileInfo{Mode: info.Mode().String()}
+			return nil
+		}
+		if info.Mode().Perm() == 0 {
+			out[rel] = &fileInfo{Mode: info.Mode().String()}
 			return nil
 		}
 		b, err := os.ReadFile(p)
@@ -349,7 +447,9 @@ func gitLog(t *testing.T, home string) []string {
 }
 
 func gitCLI(t *testing.T, home string, args ...string) string {
-	out, err := exec.Command("git", append([]string{"-C", filepath.Join(home, "config")}, args...)...).CombinedOutput()
+	// The unreadable case's repository belongs to another user.
+	args = append([]string{"-C", filepath.Join(home, "config"), "-c", "safe.directory=*"}, args...)
+	out, err := exec.Command("git", args...).CombinedOutput()
 	require.NoError(t, err, "git %v: %s", args, out)
 	return string(out)
 }
@@ -384,26 +484,12 @@ func TestReportText(t *testing.T) {
 	assert.Equal(t, "home /h: found 1:\norphan-temp config/.x.mcpkeep-tmp1234567890123456: removed", r.String())
 }
 
-// treeHash hashes every file and directory name in the home.
+// treeHash hashes every file and directory of the home, with its mode
+// and bytes.
 func treeHash(t *testing.T, home string) string {
-	h := sha256.New()
-	err := filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(home, p)
-		fmt.Fprintf(h, "%s %v\n", rel, d.IsDir())
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "%x\n", sha256.Sum256(b))
-		}
-		return nil
-	})
+	b, err := json.Marshal(walk(t, home, true))
 	require.NoError(t, err)
-	return fmt.Sprintf("%x", h.Sum(nil))
+	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
 // TestFindingsAreLoggedWithTheirRemedy: a server logs what start-up

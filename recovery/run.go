@@ -24,10 +24,11 @@ const (
 )
 
 type runner struct {
-	opts   Options
-	home   string
-	log    *slog.Logger
-	report Report
+	opts       Options
+	home       string
+	log        *slog.Logger
+	report     Report
+	unreadable int // config files that could not be read
 }
 
 // Run checks the home and, unless opts.DryRun, repairs it. See the package
@@ -306,6 +307,11 @@ func (r *runner) config(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.unreadable > 0 {
+		// A commit needs every file of the tree; each unreadable one is
+		// a finding that says so.
+		return nil
+	}
 	dirty, err := store.Dirty()
 	if err != nil {
 		return err
@@ -354,8 +360,9 @@ func (r *runner) checkFile(store *gitstore.Store, configDir, rel string) error {
 	abs := filepath.Join(configDir, filepath.FromSlash(rel))
 	data, err := os.ReadFile(abs)
 	if err != nil {
+		r.unreadable++
 		r.add(Finding{Kind: KindUnreadableFile, Path: r.rel(abs), Action: "none", Detail: err.Error(), NeedsUser: true,
-			Remedy: "fix the file's permissions or owner"})
+			Remedy: "fix the file's permissions or owner so the server can read it; until then changes to " + ConfigDir + "/ are not committed"})
 		return nil
 	}
 	perr := r.parse(rel, data)
