@@ -159,6 +159,9 @@ func TestRun(t *testing.T) {
 		{name: "torn-state"},
 		// Rolled back from the pre-images: absent before, absent after.
 		{name: "interrupted-update"},
+		// Two updates of base.yaml left open, the second begun while the
+		// first was: the first one's pre-image is the file as it was.
+		{name: "overlapping-checkpoints"},
 		// Begin never wrote its manifest: nothing changed under it.
 		{name: "unfinished-checkpoint"},
 		// A manifest that does not parse: the user compares by hand.

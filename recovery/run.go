@@ -200,7 +200,11 @@ func (r *runner) quarantine(abs, prefix string) (string, error) {
 	return dst, atomicfile.SyncDir(filepath.Dir(abs))
 }
 
-// checkpoints rolls back every update that began and did not finish.
+// checkpoints rolls back every update that began and did not finish,
+// newest first: when two were open on one file, the older one's pre-image
+// is the file as it was before either, and it must be written last.
+// Checkpoints are named by the time Begin made them, so the newest sorts
+// last.
 func (r *runner) checkpoints(context.Context) error {
 	dir := filepath.Join(r.home, CheckpointsDir)
 	entries, err := os.ReadDir(dir)
@@ -210,6 +214,7 @@ func (r *runner) checkpoints(context.Context) error {
 	if err != nil {
 		return err
 	}
+	slices.Reverse(entries)
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
