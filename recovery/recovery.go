@@ -10,6 +10,12 @@
 // with no good version in history is quarantined and reported as needing the
 // user, not replaced with defaults unless the caller allows it. Run must be
 // called while holding the home's writer lock; with DryRun it only looks.
+//
+// A dead server's state file is no user data, and a server that keeps
+// dying would fill backups/ with them, each holding a bearer token: its
+// copy in backups/ keeps every byte but the token's value, which reads
+// "redacted" (the token died with its server, and the rest is the
+// evidence), and only the newest five copies are kept.
 package recovery
 
 import (

@@ -153,10 +153,14 @@ func TestRun(t *testing.T) {
 		// names mean nothing outside a .git.
 		{name: "go-git-temp-in-a-backups-git"},
 		{name: "stale-git-lock"},
+		// Moved aside with its dead bearer token redacted.
 		{name: "stale-state"},
+		// A server that keeps dying: the oldest copies go.
+		{name: "stale-state-copies"},
 		// pid 1 runs, but nothing shows it wrote this file.
 		{name: "state-without-start-time"},
 		{name: "torn-state"},
+		{name: "torn-state-with-token"},
 		// Rolled back from the pre-images: absent before, absent after.
 		{name: "interrupted-update"},
 		// Two updates of base.yaml left open, the second begun while the
@@ -309,13 +313,15 @@ func checkRun(t *testing.T, name string, opts recovery.Options, run func(recover
 	report, err := run(opts)
 	require.NoError(t, err)
 	t.Logf("%s", report)
-	got := golden{DryRun: normalize(home, dryReport), Report: normalize(home, report), Files: map[string]*fileInfo{}, Log: gitLog(t, home)}
+	n := newNormalizer(home, before)
+	got := golden{DryRun: n.report(dryReport), Report: n.report(report), Files: map[string]*fileInfo{}, Log: gitLog(t, home)}
 	for rel, f := range files(t, home) {
-		got.Files[normalizeText(home, rel)] = f
+		got.Files[n.text(rel)] = f
 	}
 	compareGolden(t, name, got)
 
-	// Every file Run moved is in backups/, bytes intact.
+	// Every file Run moved is in backups/, bytes intact (a dead server's
+	// bearer token aside).
 	for _, f := range report.Findings {
 		m := movedTo.FindStringSubmatch(f.Action)
 		if m == nil {
@@ -324,7 +330,12 @@ func checkRun(t *testing.T, name string, opts recovery.Options, run func(recover
 		saved, err := os.ReadFile(filepath.Join(home, filepath.FromSlash(m[1])))
 		require.NoError(t, err, "%s %s: %s", f.Kind, f.Path, f.Action)
 		require.Contains(t, before, f.Path)
-		assert.Equal(t, before[f.Path].Data, data(saved), "%s: moved with its bytes", f.Path)
+		want := before[f.Path].Data
+		if strings.Contains(f.Action, "with its bearer token redacted") {
+			want = tokenValue.ReplaceAllString(want, "${1}redacted")
+			assert.NotEqual(t, before[f.Path].Data, want, "%s: a token to redact", f.Path)
+		}
+		assert.Equal(t, want, data(saved), "%s: moved with its bytes", f.Path)
 	}
 
 	again, err := run(opts)
@@ -343,6 +354,9 @@ func checkRun(t *testing.T, name string, opts recovery.Options, run func(recover
 
 // movedTo matches the action of a finding whose file Run moved.
 var movedTo = regexp.MustCompile(`^(?:moved|quarantined) to (backups/[^ ;,]+)`)
+
+// tokenValue matches the value of a state file's bearer token.
+var tokenValue = regexp.MustCompile(`("token"\s*:\s*")[^"]+`)
 
 // compareGolden compares got with testdata/recovery/golden/name.json, or
 // rewrites that with -update.
@@ -366,21 +380,41 @@ var (
 	shortCommit = regexp.MustCompile(`\b(commit|committed as) [0-9a-f]{12}\b`)
 )
 
-// normalizeText replaces what changes from run to run: the home's path,
-// the time in backup names, commit hashes.
-func normalizeText(home, s string) string {
-	s = strings.ReplaceAll(s, home, "$HOME")
-	s = timestamp.ReplaceAllString(s, "{time}")
+// A normalizer replaces what changes from run to run: the home's path, the
+// times in the names Run gives (not those of fixtures), commit hashes.
+type normalizer struct {
+	home  string
+	fixed map[string]bool // times in the names of the home before Run
+}
+
+func newNormalizer(home string, before map[string]*fileInfo) *normalizer {
+	n := &normalizer{home: home, fixed: map[string]bool{}}
+	for rel := range before {
+		for _, ts := range timestamp.FindAllString(rel, -1) {
+			n.fixed[ts] = true
+		}
+	}
+	return n
+}
+
+func (n *normalizer) text(s string) string {
+	s = strings.ReplaceAll(s, n.home, "$HOME")
+	s = timestamp.ReplaceAllStringFunc(s, func(ts string) string {
+		if n.fixed[ts] {
+			return ts
+		}
+		return "{time}"
+	})
 	s = fullHash.ReplaceAllString(s, "{hash}")
 	return shortCommit.ReplaceAllString(s, "$1 {hash}")
 }
 
-func normalize(home string, r recovery.Report) recovery.Report {
-	r.Home = normalizeText(home, r.Home)
+func (n *normalizer) report(r recovery.Report) recovery.Report {
+	r.Home = n.text(r.Home)
 	r.Findings = slices.Clone(r.Findings)
 	for i, f := range r.Findings {
-		f.Path, f.Action = normalizeText(home, f.Path), normalizeText(home, f.Action)
-		f.Detail, f.Remedy = normalizeText(home, f.Detail), normalizeText(home, f.Remedy)
+		f.Path, f.Action = n.text(f.Path), n.text(f.Action)
+		f.Detail, f.Remedy = n.text(f.Detail), n.text(f.Remedy)
 		r.Findings[i] = f
 	}
 	return r

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -144,6 +146,8 @@ func (r *runner) gitLocks(context.Context) error {
 }
 
 // staleState moves aside the state file of a server that is not running.
+// The copy in backups/ has its bearer token redacted, and only the newest
+// keepStaleStates copies are kept (see the package documentation).
 func (r *runner) staleState(context.Context) error {
 	path := filepath.Join(r.home, statefile.FileName)
 	s, err := statefile.Read(path)
@@ -163,21 +167,81 @@ func (r *runner) staleState(context.Context) error {
 	default:
 		detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", s.PID)
 	}
-	f := Finding{Kind: KindStaleState, Path: statefile.FileName, Action: "moved to " + BackupsDir + "/", Detail: detail}
+	raw, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	redacted := redactToken(raw)
+	secret := ""
+	if !bytes.Equal(redacted, raw) {
+		secret = " with its bearer token redacted"
+	}
+	f := Finding{Kind: KindStaleState, Path: statefile.FileName, Action: "moved to " + BackupsDir + "/" + secret, Detail: detail}
 	if !r.opts.DryRun {
-		dst, err := r.quarantine(path, "stale")
+		var dst string
+		if secret == "" {
+			dst, err = r.quarantine(path, "stale")
+		} else {
+			dst, err = r.replaceInBackups(path, "stale", redacted)
+		}
 		if err != nil {
 			return err
 		}
-		f.Action = "moved to " + r.rel(dst)
+		f.Action = "moved to " + r.rel(dst) + secret
+		removed, err := r.pruneStaleStates(dst)
+		if err != nil {
+			return err
+		}
+		if len(removed) > 0 {
+			f.Action += fmt.Sprintf("; removed the oldest stale state copies, keeping %d: %s", keepStaleStates, strings.Join(removed, ", "))
+		}
 	}
 	r.add(f)
 	return nil
 }
 
-// quarantine moves the file at abs into backups/ under a new, timestamped
-// name and returns that name. The bytes are kept as they are.
-func (r *runner) quarantine(abs, prefix string) (string, error) {
+// keepStaleStates is how many copies of dead servers' state files
+// backups/ keeps.
+const keepStaleStates = 5
+
+// token matches the value of a state file's bearer token, even in a torn
+// file.
+var token = regexp.MustCompile(`("token"\s*:\s*")[^"]+`)
+
+// redactToken returns the bytes of a state file with the bearer token's
+// value replaced by "redacted".
+func redactToken(b []byte) []byte {
+	return token.ReplaceAll(b, []byte("${1}redacted"))
+}
+
+// pruneStaleStates removes the oldest copies of state files in backups/
+// but keep, so that keepStaleStates are left, and returns their paths
+// relative to the home. Copies are named by the time they were made.
+func (r *runner) pruneStaleStates(keep string) ([]string, error) {
+	backups := filepath.Join(r.home, BackupsDir)
+	copies, err := filepath.Glob(filepath.Join(backups, "stale-*-"+statefile.FileName+"*"))
+	if err != nil {
+		return nil, err
+	}
+	copies = slices.DeleteFunc(copies, func(p string) bool { return p == keep })
+	slices.Sort(copies)
+	var removed []string
+	for len(copies) > keepStaleStates-1 {
+		if err := os.Remove(copies[0]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, r.rel(copies[0]))
+		copies = copies[1:]
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	return removed, atomicfile.SyncDir(backups)
+}
+
+// backupName returns a new, timestamped name in backups/ for the file at
+// abs.
+func (r *runner) backupName(abs, prefix string) (string, error) {
 	backups := filepath.Join(r.home, BackupsDir)
 	if err := atomicfile.MkdirAll(backups, 0o700); err != nil {
 		return "", err
@@ -187,14 +251,40 @@ func (r *runner) quarantine(abs, prefix string) (string, error) {
 	dst := base
 	for i := 2; ; i++ {
 		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
-			break
+			return dst, nil
 		}
 		dst = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// quarantine moves the file at abs into backups/ under a new, timestamped
+// name and returns that name. The bytes are kept as they are.
+func (r *runner) quarantine(abs, prefix string) (string, error) {
+	dst, err := r.backupName(abs, prefix)
+	if err != nil {
+		return "", err
 	}
 	if err := os.Rename(abs, dst); err != nil {
 		return "", err
 	}
-	if err := atomicfile.SyncDir(backups); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(dst)); err != nil {
+		return "", err
+	}
+	return dst, atomicfile.SyncDir(filepath.Dir(abs))
+}
+
+// replaceInBackups writes data into backups/ under a new, timestamped name
+// for the file at abs, durably, then removes that file, and returns the
+// name. A crash in between leaves both, and the next Run does it again.
+func (r *runner) replaceInBackups(abs, prefix string, data []byte) (string, error) {
+	dst, err := r.backupName(abs, prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := atomicfile.WriteFile(dst, data, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", err
 	}
 	return dst, atomicfile.SyncDir(filepath.Dir(abs))
