@@ -28,30 +28,31 @@ import (
 	"github.com/mcpkeep/mcpkeep/gitstore"
 )
 
-// Finding kinds.
+// Finding kinds: the values of Finding.Kind.
 const (
-	KindOrphanTemp     = "orphan-temp"
-	KindStaleGitLock   = "stale-git-lock"
-	KindStaleState     = "stale-state"
-	KindInterrupted    = "interrupted-update"
-	KindMissingDir     = "missing-dir"
-	KindGitRepair      = "git-repair"
-	KindCorruptConfig  = "corrupt-config"
-	KindUncommitted    = "uncommitted-changes"
-	KindNotInstalled   = "not-installed"
-	KindUnreadableFile = "unreadable"
+	KindOrphanTemp     = "orphan-temp"         // a temporary file of an interrupted atomic write: removed
+	KindStaleGitLock   = "stale-git-lock"      // a *.lock in config/.git no git writer holds: removed
+	KindStaleState     = "stale-state"         // the state file of a dead server, or one that does not parse: moved to backups/
+	KindInterrupted    = "interrupted-update"  // a checkpoint an update never closed: rolled back
+	KindMissingDir     = "missing-dir"         // checkpoints/ or backups/ gone: created
+	KindGitRepair      = "git-repair"          // what gitstore.Open repaired in config/.git, or could not open
+	KindCorruptConfig  = "corrupt-config"      // a config file that does not parse or validate: quarantined, restored if it can be
+	KindUncommitted    = "uncommitted-changes" // config/ differs from its last commit: committed
+	KindNotInstalled   = "not-installed"       // no config repository: Run checks nothing else
+	KindUnreadableFile = "unreadable"          // a config file Run cannot read: left for the user
 )
 
 // Options configure Run.
 type Options struct {
-	Home string
+	Home string // the home to check; required
 	// Validate checks one config file beyond its YAML/JSON syntax; path is
 	// relative to config/. A file it rejects is treated as corrupt.
 	Validate func(path string, data []byte) error
 	// Defaults (rooted like config/) may replace a corrupt file that has no
-	// good version in history, but only when AllowDefaults is set.
+	// good version in history, but only when AllowDefaults is set; without
+	// it such a file is quarantined and the finding needs the user.
 	Defaults      fs.FS
-	AllowDefaults bool
+	AllowDefaults bool // let Defaults replace a corrupt file with no good version
 	// DryRun finds and reports but changes nothing.
 	DryRun bool
 	// Git sets the config repository's author; HoldsLock is implied.
@@ -61,19 +62,19 @@ type Options struct {
 
 // Finding is one thing Run found, and what it did about it.
 type Finding struct {
-	Kind      string `json:"kind"`
-	Path      string `json:"path"`             // relative to the home
-	Action    string `json:"action"`           // what Run did, or would do with DryRun
-	Detail    string `json:"detail,omitempty"` // what was wrong
-	Remedy    string `json:"remedy,omitempty"` // what a person should do, if anything
-	NeedsUser bool   `json:"needs_user,omitempty"`
+	Kind      string `json:"kind"`                 // one of the Kind constants
+	Path      string `json:"path"`                 // relative to the home, slash-separated
+	Action    string `json:"action"`               // what Run did, or would do with DryRun; "none" if nothing
+	Detail    string `json:"detail,omitempty"`     // what was wrong
+	Remedy    string `json:"remedy,omitempty"`     // what a person should do, if anything
+	NeedsUser bool   `json:"needs_user,omitempty"` // Run could not fix it: a person must (see Remedy)
 }
 
 // Report is everything Run found in one home.
 type Report struct {
-	Home     string    `json:"home"`
-	DryRun   bool      `json:"dry_run,omitempty"`
-	Findings []Finding `json:"findings"`
+	Home     string    `json:"home"`              // the home's absolute path
+	DryRun   bool      `json:"dry_run,omitempty"` // Run only looked: the actions say what it would do
+	Findings []Finding `json:"findings"`          // in the order Run found them
 }
 
 // Clean reports whether Run found nothing.
