@@ -391,7 +391,7 @@ func (r *runner) config(ctx context.Context) error {
 	}
 	defer store.Close()
 	for _, msg := range store.Repairs() {
-		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: strings.TrimPrefix(msg, "would be "), Detail: "left by a crash or another tool"})
+		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
 	}
 	files, err := configFiles(configDir)
 	if err != nil {
@@ -425,6 +425,25 @@ func (r *runner) config(ctx context.Context) error {
 	}
 	r.add(f)
 	return nil
+}
+
+// repairVerbs turn the past tense of gitstore's repairs into what a dry
+// run would do.
+var repairVerbs = map[string]string{"removed": "remove", "rewrote": "rewrite", "restored": "restore", "rebuilt": "rebuild"}
+
+// repairAction words one of gitstore's repairs as a finding's action: as
+// it is, or, in a dry run, as what Run would do ("would rewrite …", not
+// "would be rewrote …").
+func (r *runner) repairAction(msg string) string {
+	msg = strings.TrimPrefix(msg, "would be ")
+	if !r.opts.DryRun {
+		return msg
+	}
+	verb, rest, _ := strings.Cut(msg, " ")
+	if now, ok := repairVerbs[verb]; ok {
+		return "would " + now + " " + rest
+	}
+	return "would repair: " + msg
 }
 
 func shortHash(h string) string {
