@@ -171,6 +171,9 @@ func TestRun(t *testing.T) {
 		// A manifest that does not parse: the user compares by hand.
 		{name: "corrupt-checkpoint"},
 		{name: "missing-dirs", remove: []string{"checkpoints", "backups"}},
+		// No config repository: an install a crash interrupted, which
+		// bootstrap finishes; Run looks no further.
+		{name: "not-installed", remove: []string{"config/.git"}},
 		{name: "corrupt-yaml-with-a-good-version", plant: map[string]string{"config/base.yaml": "recovery/corrupt-base.yaml"}},
 		// Never silently replaced: quarantined for the user.
 		{name: "corrupt-yaml-never-good", plant: map[string]string{"config/personas/new.yaml": "yaml/truncated.yaml"}},
