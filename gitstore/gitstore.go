@@ -9,14 +9,16 @@
 // ref, a stamp of the last commit and the index in a second; what go-git
 // still writes (packs, Init) goes through a filesystem that fsyncs files
 // and directories.
+//
 // Open repairs what older writers or other tools left: an empty or garbage
-// ref (from the stamp), an unreadable index (rebuilt from HEAD), orphaned
-// tmp_obj_ files and, when the caller holds the home lock, stale *.lock
-// files, the index of a pack a kill left without its pack, and a
-// .git/config that does not parse (rewritten, its bytes kept beside it). A Commit that returned survives kill -9 and a power cut. History
-// is never rewritten: Rollback makes a new commit. A Store is for one
-// writer process (the holder of the home lock); it is safe for use by one
-// goroutine at a time.
+// ref (from the stamp) and an unreadable index (rebuilt from HEAD) and, when
+// the caller holds the home lock, the temporary files of interrupted writes,
+// stale *.lock files, the index of a pack a kill left without its pack, and
+// a .git/config that does not parse (rewritten, its bytes kept beside it).
+// A Commit that returned survives kill -9 and a power cut. History is never
+// rewritten: Rollback makes a new commit. A Store is for one writer process
+// (the holder of the home lock); it is safe for use by one goroutine at a
+// time.
 package gitstore
 
 import (
@@ -70,7 +72,9 @@ func (e *RevisionError) Unwrap() []error { return []error{ErrBadRevision, e.Err}
 type Options struct {
 	AuthorName, AuthorEmail string // default "mcpkeep", "mcpkeep@localhost"
 	// HoldsLock says the caller holds the home's writer lock, so no other
-	// git writer can be running: Open may remove stale *.lock files.
+	// git writer can be running: Open may remove stale *.lock files and
+	// the temporary files of interrupted writes, which without the lock
+	// may be a live writer's.
 	HoldsLock bool
 	// ReadOnly opens without repairing or writing anything: what Open
 	// would repair is listed in Repairs, prefixed "would be", and Commit,
@@ -220,11 +224,17 @@ func Open(dir string, opts *Options) (*Store, error) {
 		}
 		return nil, err
 	}
-	if err := s.cleanTemps(); err != nil {
+	found, err := s.scanGit()
+	if err != nil {
 		return nil, err
 	}
+	if o.HoldsLock || o.ReadOnly {
+		if err := s.cleanTemps(found.temps); err != nil {
+			return nil, err
+		}
+	}
 	if o.HoldsLock {
-		if err := s.cleanLocks(); err != nil {
+		if err := s.cleanLocks(found.locks); err != nil {
 			return nil, err
 		}
 		if err := s.cleanPackIndexes(); err != nil {
@@ -246,7 +256,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := s.repairIndex(); err != nil {
 		return nil, err
 	}
-	s.loose = s.countLoose()
+	s.loose = found.loose
 	for _, r := range s.repairs {
 		s.log.Warn("gitstore: repaired", "repo", abs, "what", r)
 	}
@@ -319,44 +329,65 @@ func IsTemp(name string) bool {
 		strings.HasPrefix(name, "tmp_idx_") || atomicfile.IsTemp(name)
 }
 
-// cleanTemps removes the temporary files of interrupted writes (IsTemp)
-// anywhere in .git.
-func (s *Store) cleanTemps() error {
-	return filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
+// gitFiles is what one walk of .git finds for Open.
+type gitFiles struct {
+	temps []string // temporary files of interrupted writes (IsTemp)
+	locks []string // *.lock files outside objects/
+	loose int      // loose objects
+}
+
+// scanGit walks .git once: Open used to walk it for temporary files, again
+// for locks, and then list every fan-out directory to count loose objects,
+// and a start opens the repository twice (recovery, then the server).
+func (s *Store) scanGit() (gitFiles, error) {
+	var found gitFiles
+	objects := filepath.Join(s.gitDir, "objects")
+	err := filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return nil // removed under the walk
 		}
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() && IsTemp(d.Name()) {
-			if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			s.repaired("removed %s, the temporary file of a write a crash interrupted", s.rel(p))
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		name, dir := d.Name(), filepath.Dir(p)
+		switch {
+		case IsTemp(name):
+			found.temps = append(found.temps, p)
+		case filepath.Dir(dir) == objects && len(filepath.Base(dir)) == 2:
+			found.loose++
+		case strings.HasSuffix(name, ".lock") && !strings.HasPrefix(p, objects+string(filepath.Separator)):
+			found.locks = append(found.locks, p)
 		}
 		return nil
 	})
+	return found, err
+}
+
+// cleanTemps removes the temporary files of interrupted writes. Only the
+// holder of the home lock may: another process's may be a live write.
+func (s *Store) cleanTemps(temps []string) error {
+	for _, p := range temps {
+		if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		s.repaired("removed %s, the temporary file of a write a crash interrupted", s.rel(p))
+	}
+	return nil
 }
 
 // cleanLocks removes *.lock files: with the home lock held, no git writer
 // runs, so they are stale.
-func (s *Store) cleanLocks() error {
-	return filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
+func (s *Store) cleanLocks(locks []string) error {
+	for _, p := range locks {
+		if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if d.IsDir() && d.Name() == "objects" {
-			return filepath.SkipDir
-		}
-		if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".lock") {
-			if err := s.write(func() error { return os.Remove(p) }); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			s.repaired("removed stale %s", s.rel(p))
-		}
-		return nil
-	})
+		s.repaired("removed stale %s", s.rel(p))
+	}
+	return nil
 }
 
 // cleanPackIndexes removes the index of a pack that is not there: go-git

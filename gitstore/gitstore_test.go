@@ -475,6 +475,8 @@ func TestInitFinishesAnInitKilledBeforeItsConfig(t *testing.T) {
 	assert.Equal(t, "main", strings.TrimSpace(git(t, dir, "branch", "--show-current")))
 }
 
+// TestLocksKeptWithoutHoldsLock: without the home lock, a *.lock or a
+// temporary file may be a live writer's; Open leaves both alone.
 func TestLocksKeptWithoutHoldsLock(t *testing.T) {
 	dir := t.TempDir()
 	s, err := gitstore.Init(dir, nil)
@@ -482,11 +484,14 @@ func TestLocksKeptWithoutHoldsLock(t *testing.T) {
 	s.Close()
 	lock := filepath.Join(dir, ".git", "index.lock")
 	require.NoError(t, os.WriteFile(lock, nil, 0o644))
+	temp := filepath.Join(dir, ".git", ".index.mcpkeep-tmp375928317861124411")
+	require.NoError(t, os.WriteFile(temp, []byte("partial"), 0o644))
 	s, err = gitstore.Open(dir, nil)
 	require.NoError(t, err)
+	assert.Empty(t, s.Repairs())
 	s.Close()
-	_, err = os.Stat(lock)
-	assert.NoError(t, err, "without the home lock a *.lock may be a live writer's")
+	assert.FileExists(t, lock, "without the home lock a *.lock may be a live writer's")
+	assert.FileExists(t, temp, "without the home lock a temporary file may be a live write's")
 }
 
 // dirHash hashes the names, kinds and bytes of everything under dir.
