@@ -89,6 +89,11 @@ type registryFile struct {
 // registry, reporting the move through Logger. Readers (List) return the
 // *atomicfile.CorruptError instead. The registry only holds discovery
 // data, which live servers re-register when they next start.
+//
+// A registry this user may not read (or lock, or whose directory it may
+// not search) is not taken for a missing or empty one: every method
+// returns an error matching fs.ErrPermission that says what to do, and
+// nothing is moved aside or replaced.
 type Registry struct {
 	// Logger is told when a corrupt registry file is quarantined; nil
 	// discards. Set it before the Registry is shared.
@@ -142,8 +147,10 @@ func (r *Registry) Unregister(id string) error {
 
 // List returns the registered servers that are alive, sorted by ID, without
 // locking. A missing file (or a disabled registry) is an empty list; a
-// corrupt file gives a *atomicfile.CorruptError, a newer one an error
-// matching ErrUnknownVersion.
+// file this user may not read, or in a directory it may not search, gives
+// an error matching fs.ErrPermission, never an empty list; a corrupt file
+// gives a *atomicfile.CorruptError, a newer one an error matching
+// ErrUnknownVersion.
 func (r *Registry) List() ([]Entry, error) {
 	entries, err := r.read()
 	if err != nil {
@@ -163,7 +170,7 @@ func (r *Registry) read() ([]Entry, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, denied("read the registry", err)
 	}
 	if f.Schema > SchemaVersion {
 		return nil, fmt.Errorf("%s: registry schema %d is newer than this toolkit's %d (upgrade mcpkeep): %w",
@@ -179,10 +186,13 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 		return ErrNoRegistry
 	}
 	if err := atomicfile.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
-		return err
+		return denied("create the directory of registry "+r.path, err)
 	}
 	lock := flock.New(r.path + ".lock")
 	if err := lock.Lock(); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return denied("lock the registry", err)
+		}
 		return fmt.Errorf("statefile: lock registry %s.lock: %w", r.path, err)
 	}
 	defer lock.Unlock()
@@ -205,6 +215,19 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 		entries = []Entry{}
 	}
 	return atomicfile.WriteJSON(r.path, registryFile{Schema: SchemaVersion, Servers: entries}, 0o600)
+}
+
+// denied returns err, the failure to do what ("read the registry"), with
+// what to do about it when it is a permission error, and any other error
+// as it is. A registry this user may not read is neither a missing one nor an
+// empty one: reading it as either would hide its servers from List, and
+// let a writer replace their entries with its own.
+func denied(what string, err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return fmt.Errorf("statefile: cannot %s as uid %d (run as the user who owns it, "+
+		"or give this user read and write access to it and its directory): %w", what, os.Getuid(), err)
 }
 
 // quarantine moves the corrupt registry file aside, keeping its bytes for a

@@ -168,11 +168,17 @@ func (s *State) checkProcess() error {
 }
 
 // Read reads the state file at path. A missing file gives an error matching
-// fs.ErrNotExist; a torn or garbage file a *atomicfile.CorruptError; a file
-// of a newer schema an error matching ErrUnknownVersion.
+// fs.ErrNotExist; one this user may not read (the file is 0600) an error
+// matching fs.ErrPermission that says so; a torn or garbage file a
+// *atomicfile.CorruptError; a file of a newer schema an error matching
+// ErrUnknownVersion.
 func Read(path string) (*State, error) {
 	var s State
 	if err := atomicfile.ReadJSON(path, &s); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("statefile: cannot read the state file as uid %d (run as the user the server "+
+				"runs as: the file is 0600 because it holds the bearer token): %w", os.Getuid(), err)
+		}
 		return nil, withRemedy(err, stateRemedy)
 	}
 	return &s, check(path, &s)
