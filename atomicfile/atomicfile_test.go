@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -318,4 +319,41 @@ func TestTempFileNames(t *testing.T) {
 func TestCleanTempsMissingDir(t *testing.T) {
 	_, err := atomicfile.CleanTemps(filepath.Join(t.TempDir(), "nope"))
 	assert.True(t, errors.Is(err, os.ErrNotExist))
+}
+
+// TestCleanTempsOf: only the temporary files of the one file named are
+// removed; those of its neighbours, even of names that begin with its
+// own, and the user's files are kept.
+func TestCleanTempsOf(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "servers.json")
+	own := []string{".servers.json.mcpkeep-tmp42", ".servers.json.mcpkeep-tmp4242424242424242424"}
+	others := []string{
+		"servers.json",
+		"servers.json.lock",
+		".servers.json.bak.mcpkeep-tmp42",          // of servers.json.bak
+		".servers.json.mcpkeep-tmp42.mcpkeep-tmp7", // of a file named like a temporary one
+		".other.json.mcpkeep-tmp42",                // of a neighbour
+		".servers.json.mcpkeep-tmp",                // no digits
+		".servers.json4242424242424242424",         // renameio's own form
+		"servers.json.corrupt-20260101T000000.000000000Z",
+	}
+	for _, name := range append(slices.Clone(own), others...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600))
+	}
+	removed, err := atomicfile.CleanTempsOf(path)
+	require.NoError(t, err)
+	var want []string
+	for _, name := range own {
+		want = append(want, filepath.Join(dir, name))
+	}
+	assert.ElementsMatch(t, want, removed)
+	for _, name := range others {
+		assert.FileExists(t, filepath.Join(dir, name), "kept")
+	}
+	removed, err = atomicfile.CleanTempsOf(path)
+	require.NoError(t, err)
+	assert.Empty(t, removed, "nothing more to remove")
+	_, err = atomicfile.CleanTempsOf(filepath.Join(dir, "nope", "x"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
 }

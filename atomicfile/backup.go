@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/renameio/v2"
@@ -102,13 +103,32 @@ func IsTemp(name string) bool { return tempName.MatchString(name) }
 // digits, a name only this package gives a file. Call it only while holding
 // the writer's lock, when no write can be in flight.
 func CleanTemps(dir string) ([]string, error) {
+	return cleanTemps(dir, IsTemp)
+}
+
+// CleanTempsOf is CleanTemps for the temporary files of the one file at
+// path: it removes those a process that died while writing path left
+// beside it, and no other file, so that a writer of one file in a shared
+// directory can clean up after itself. Call it only while holding the lock
+// every writer of path holds, when no write of path can be in flight.
+func CleanTempsOf(path string) ([]string, error) {
+	prefix := "." + filepath.Base(path) + tempMarker
+	return cleanTemps(filepath.Dir(path), func(name string) bool {
+		digits, ok := strings.CutPrefix(name, prefix)
+		return ok && IsTemp(name) && strings.Trim(digits, "0123456789") == ""
+	})
+}
+
+// cleanTemps removes the regular files in dir whose names match, and
+// returns their paths.
+func cleanTemps(dir string, match func(name string) bool) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var removed []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !IsTemp(e.Name()) {
+		if !e.Type().IsRegular() || !match(e.Name()) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())

@@ -84,6 +84,10 @@ type registryFile struct {
 // read. A Registry holds no open files and may be used from many
 // goroutines; the zero value is a disabled registry, use NewRegistry.
 //
+// An update killed mid-way leaves the old file or the new one, never a
+// torn one; the temporary file of one killed before its rename is removed
+// by the next update, under the lock.
+//
 // A corrupt registry file does not stop registration: a writer renames it
 // to <file>.corrupt-<UTC time> (nothing is deleted) and starts an empty
 // registry, reporting the move through Logger. Readers (List) return the
@@ -95,7 +99,8 @@ type registryFile struct {
 // returns an error matching fs.ErrPermission that says what to do, and
 // nothing is moved aside or replaced.
 type Registry struct {
-	// Logger is told when a corrupt registry file is quarantined; nil
+	// Logger is told when a corrupt registry file is quarantined, and
+	// when the temporary file of a killed update is removed; nil
 	// discards. Set it before the Registry is shared.
 	Logger *slog.Logger
 
@@ -196,6 +201,7 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 		return fmt.Errorf("statefile: lock registry %s.lock: %w", r.path, err)
 	}
 	defer lock.Unlock()
+	r.cleanTemps()
 	entries, err := r.read()
 	if errors.Is(err, atomicfile.ErrCorrupt) {
 		if err := r.quarantine(err); err != nil {
@@ -228,6 +234,24 @@ func denied(what string, err error) error {
 	}
 	return fmt.Errorf("statefile: cannot %s as uid %d (run as the user who owns it, "+
 		"or give this user read and write access to it and its directory): %w", what, os.Getuid(), err)
+}
+
+// cleanTemps removes the temporary files of updates that were killed
+// before their rename, which would otherwise pile up beside the registry:
+// no start or recovery pass looks in its directory. The caller holds the
+// lock, so no update is in flight. A file it cannot remove is logged, not
+// returned: it does no harm to the registry.
+func (r *Registry) cleanTemps() {
+	removed, err := atomicfile.CleanTempsOf(r.path)
+	if r.Logger == nil {
+		return
+	}
+	for _, p := range removed {
+		r.Logger.Info("registry: removed the temporary file of an update that was killed", "path", p)
+	}
+	if err != nil {
+		r.Logger.Warn("registry: could not remove the temporary file of an update that was killed", "err", err)
+	}
 }
 
 // quarantine moves the corrupt registry file aside, keeping its bytes for a

@@ -217,35 +217,88 @@ func TestHelperRegistryCrash(t *testing.T) {
 	os.Exit(0)
 }
 
-func TestRegistryKilledWhileLocked(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "servers.json")
-	reg := statefile.NewRegistry(path)
-	require.NoError(t, reg.Register("parent", newState(t, "parent", "/p")))
-	before, err := os.ReadFile(path)
-	require.NoError(t, err)
+// TestRegistryKilledDuringUpdate: a registrant SIGKILLed at any point of
+// its update, holding the lock (statefile.registry-locked) or inside the
+// replace (atomicfile's points), leaves a registry that parses and holds
+// the old entries or the new ones, and frees the lock; the next Register
+// works and leaves no temporary file behind.
+func TestRegistryKilledDuringUpdate(t *testing.T) {
+	old, updated := []string{"parent"}, []string{"crasher", "parent"}
+	for _, tc := range []struct {
+		point  string
+		want   []string // the entries the kill leaves
+		orphan bool     // whether it leaves a temporary file
+	}{
+		{"statefile.registry-locked", old, false},
+		{"atomicfile.before-write", old, false},
+		{"atomicfile.before-fsync", old, true},
+		{"atomicfile.before-rename", old, true},
+		{"atomicfile.before-dir-fsync", updated, false},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "servers.json")
+			reg := statefile.NewRegistry(path)
+			require.NoError(t, reg.Register("parent", newState(t, "parent", "/p")))
+			before, err := os.ReadFile(path)
+			require.NoError(t, err)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRegistryCrash$")
-	cmd.Env = append(os.Environ(), roleEnv+"=crash", regEnv+"="+path,
-		failpoint.EnvVar+"=statefile.registry-locked=kill")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, string(out))
-	ws, ok := exit.Sys().(syscall.WaitStatus)
-	require.True(t, ok)
-	require.Equal(t, syscall.SIGKILL, ws.Signal(), "the child died at the failpoint: %s", out)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRegistryCrash$")
+			cmd.Env = append(os.Environ(), roleEnv+"=crash", regEnv+"="+path,
+				failpoint.EnvVar+"="+tc.point+"=kill")
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, string(out))
+			ws, ok := exit.Sys().(syscall.WaitStatus)
+			require.True(t, ok)
+			require.Equal(t, syscall.SIGKILL, ws.Signal(), "the child died at the failpoint: %s", out)
 
-	// The kernel released the dead child's flock, and the file is untouched.
-	l := flock.New(path + ".lock")
-	locked, err := l.TryLock()
-	require.NoError(t, err)
-	assert.True(t, locked, "the lock of a killed registrant is released")
-	require.NoError(t, l.Unlock())
-	after, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, string(before), string(after))
+			var f struct {
+				Schema  int               `json:"schema"`
+				Servers []statefile.Entry `json:"servers"`
+			}
+			require.NoError(t, atomicfile.ReadJSONStrict(path, &f), "the registry parses")
+			assert.Equal(t, tc.want, rawIDs(t, path), "the old entries or the new")
+			if tc.want[0] == old[0] {
+				after, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Equal(t, string(before), string(after), "the old file, untouched")
+			}
+			_, err = reg.List()
+			require.NoError(t, err)
+			assert.Len(t, temps(t, dir), map[bool]int{false: 0, true: 1}[tc.orphan], "what the kill orphans")
 
-	require.NoError(t, reg.Register("next", newState(t, "next", "/n")))
-	assert.Equal(t, []string{"next", "parent"}, rawIDs(t, path))
+			// The kernel released the dead child's flock.
+			l := flock.New(path + ".lock")
+			locked, err := l.TryLock()
+			require.NoError(t, err)
+			assert.True(t, locked, "the lock of a killed registrant is released")
+			require.NoError(t, l.Unlock())
+
+			var logs bytes.Buffer
+			reg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			require.NoError(t, reg.Register("next", newState(t, "next", "/n")))
+			assert.Equal(t, []string{"next", "parent"}, rawIDs(t, path), "the dead crasher pruned")
+			assert.Empty(t, temps(t, dir), "the next update removes the orphan")
+			if tc.orphan {
+				assert.Contains(t, logs.String(), "removed the temporary file of an update that was killed", "and says so")
+			}
+		})
+	}
+}
+
+// temps returns the temporary files of atomicfile in dir.
+func temps(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if atomicfile.IsTemp(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
 }
 
 func TestRegistryInjectedErrorKeepsFile(t *testing.T) {
