@@ -1,6 +1,7 @@
 package statefile
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -74,15 +75,63 @@ type registryFile struct {
 	Servers []Entry `json:"servers"`
 }
 
+// storedFile is registryFile as read: each entry is decoded on its own,
+// so that one that is not an entry is dropped alone.
+type storedFile struct {
+	Schema  int               `json:"schema"`
+	Servers []json.RawMessage `json:"servers"`
+}
+
+// invalidEntry is an entry of the registry file that is not a valid one.
+type invalidEntry struct {
+	index   int    // its place in the file, from 0
+	id      string // its id, "" if it has none
+	problem string // what is wrong with it
+}
+
+// problem says what makes e an invalid entry, or returns "" for a valid
+// one. An invalid entry cannot be shown to be a live server: without a
+// pid or a start time there is no process to check, and a server's home
+// is an absolute path (lifecycle makes it one), so any other home is not
+// one a server wrote.
+func (e *Entry) problem() string {
+	if e.ID == "" {
+		return "no id"
+	}
+	if err := e.State.checkProcess(); err != nil {
+		if e.State.PID <= 0 {
+			return fmt.Sprintf("pid %d is not a process id", e.State.PID)
+		}
+		return fmt.Sprintf("no process start time, so no proof that pid %d is the server that registered", e.State.PID)
+	}
+	return homeProblem(e.State.Home)
+}
+
+// homeProblem says why home is not a server's home, or returns "".
+func homeProblem(home string) string {
+	if !filepath.IsAbs(home) || strings.ContainsRune(home, 0) {
+		return fmt.Sprintf("home %q is not an absolute path", home)
+	}
+	return ""
+}
+
 // Registry is a file listing the servers running on this machine, so tools
 // can discover them. Many processes may register in one file at once:
 // every read-modify-write holds an exclusive flock on the sidecar
 // <file>.lock for the whole transaction and replaces the file atomically,
 // so no update is lost and readers, which take no lock, never see a torn
-// file. Entries of dead processes (see State.Alive), and of records
-// without a start time, are pruned on every write and hidden on every
-// read. A Registry holds no open files and may be used from many
+// file. Entries of dead processes (see State.Alive), and invalid entries
+// (below), are pruned on every write and hidden on every read. A Registry holds no open files and may be used from many
 // goroutines; the zero value is a disabled registry, use NewRegistry.
+//
+// An entry of a registry file that parses may still be invalid: not an
+// object of the entry's form, or without an id, without a pid (or with one
+// below 1), without a start time, or with a home that is not an absolute
+// path. Such an entry cannot be proven to be a live server, so it is
+// treated as a dead one, but with a WARN through Logger naming the
+// registry file and the problem: List leaves it out, the next write drops
+// it, and the other entries are kept (the file is not corrupt, and is not
+// moved aside). Register refuses to write one.
 //
 // An update killed mid-way leaves the old file or the new one, never a
 // torn one; the temporary file of one killed before its rename is removed
@@ -99,9 +148,10 @@ type registryFile struct {
 // returns an error matching fs.ErrPermission that says what to do, and
 // nothing is moved aside or replaced.
 type Registry struct {
-	// Logger is told when a corrupt registry file is quarantined, and
-	// when the temporary file of a killed update is removed; nil
-	// discards. Set it before the Registry is shared.
+	// Logger is told when a corrupt registry file is quarantined, when
+	// an invalid entry is ignored or dropped, and when the temporary file
+	// of a killed update is removed; nil discards. Set it before the
+	// Registry is shared.
 	Logger *slog.Logger
 
 	path string
@@ -120,13 +170,17 @@ func (r *Registry) Path() string { return r.path }
 // replace (about a millisecond), and a process killed while holding it
 // releases it (the kernel drops the flock), so the wait is short unless a
 // holder is stopped (SIGSTOP) mid-update. It refuses a State without a PID
-// or a start time, which would read as dead: build it with New.
+// or a start time, which would read as dead (build it with New), and one
+// whose Home is not an absolute path.
 func (r *Registry) Register(id string, s State) error {
 	if id == "" {
 		return errors.New("statefile: registry entry id is empty")
 	}
 	if err := s.checkProcess(); err != nil {
 		return fmt.Errorf("statefile: register %s: %w", id, err)
+	}
+	if p := homeProblem(s.Home); p != "" {
+		return fmt.Errorf("statefile: register %s: %s (give New the server's home as an absolute path)", id, p)
 	}
 	s.Token = "" // the registry is for discovery; tokens stay in the 0600 state file
 	return r.update(func(entries []Entry) []Entry {
@@ -155,33 +209,63 @@ func (r *Registry) Unregister(id string) error {
 // file this user may not read, or in a directory it may not search, gives
 // an error matching fs.ErrPermission, never an empty list; a corrupt file
 // gives a *atomicfile.CorruptError, a newer one an error matching
-// ErrUnknownVersion.
+// ErrUnknownVersion. An invalid entry is left out, with a WARN through
+// Logger (see Registry).
 func (r *Registry) List() ([]Entry, error) {
-	entries, err := r.read()
+	entries, invalid, err := r.read()
 	if err != nil {
 		return nil, withRemedy(err, "the next server to start or stop moves it aside (to "+
 			filepath.Base(r.path)+".corrupt-<UTC time>) and starts an empty registry")
 	}
+	r.warn("registry: ignoring an invalid entry; the next server to start or stop drops it", invalid)
 	return slices.DeleteFunc(entries, func(e Entry) bool { return !e.State.Alive() }), nil
 }
 
-func (r *Registry) read() ([]Entry, error) {
+// read returns the valid entries of the registry file and what is wrong
+// with the invalid ones.
+func (r *Registry) read() ([]Entry, []invalidEntry, error) {
 	if r.path == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var f registryFile
+	var f storedFile
 	err := atomicfile.ReadJSON(r.path, &f)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, denied("read the registry", err)
+		return nil, nil, denied("read the registry", err)
 	}
 	if f.Schema > SchemaVersion {
-		return nil, fmt.Errorf("%s: registry schema %d is newer than this toolkit's %d (upgrade mcpkeep): %w",
+		return nil, nil, fmt.Errorf("%s: registry schema %d is newer than this toolkit's %d (upgrade mcpkeep): %w",
 			r.path, f.Schema, SchemaVersion, ErrUnknownVersion)
 	}
-	return f.Servers, nil
+	var entries []Entry
+	var invalid []invalidEntry
+	for i, raw := range f.Servers {
+		var e Entry
+		problem := ""
+		if err := json.Unmarshal(raw, &e); err != nil {
+			problem = "not an entry: " + err.Error()
+		} else {
+			problem = e.problem()
+		}
+		if problem != "" {
+			invalid = append(invalid, invalidEntry{index: i, id: e.ID, problem: problem})
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return entries, invalid, nil
+}
+
+// warn logs msg for each invalid entry.
+func (r *Registry) warn(msg string, invalid []invalidEntry) {
+	if r.Logger == nil {
+		return
+	}
+	for _, e := range invalid {
+		r.Logger.Warn(msg, "path", r.path, "entry", e.index, "id", e.id, "problem", e.problem)
+	}
 }
 
 // update runs change on the live entries under the registry lock and
@@ -202,7 +286,7 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 	}
 	defer lock.Unlock()
 	r.cleanTemps()
-	entries, err := r.read()
+	entries, invalid, err := r.read()
 	if errors.Is(err, atomicfile.ErrCorrupt) {
 		if err := r.quarantine(err); err != nil {
 			return err
@@ -214,6 +298,7 @@ func (r *Registry) update(change func([]Entry) []Entry) error {
 	if err := failpoint.Hit("statefile.registry-locked"); err != nil {
 		return err
 	}
+	r.warn("registry: dropped an invalid entry", invalid)
 	entries = slices.DeleteFunc(entries, func(e Entry) bool { return !e.State.Alive() })
 	entries = change(entries)
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })

@@ -325,7 +325,7 @@ func TestRegistryUnregisterLeavesOthersAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "servers.json")
 	reg := statefile.NewRegistry(path)
 	// pid 1 runs, and is not us.
-	other := statefile.State{Schema: statefile.SchemaVersion, Name: "other", PID: 1, StartTime: pid1Start(t)}
+	other := statefile.State{Schema: statefile.SchemaVersion, Name: "other", PID: 1, StartTime: pid1Start(t), Home: "/shared"}
 	require.True(t, other.Alive())
 	require.NoError(t, reg.Register("/shared", other))
 
