@@ -25,8 +25,10 @@ import (
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
-// Run starts the server and blocks until it stops. In order it: takes the
-// home lock (a *LockedError if another process has it), bootstraps the home,
+// Run starts the server and blocks until it stops. In order it: refuses a
+// directory that holds files that are not a home's (an error matching
+// ErrNotHome; nothing is written into it), takes the home lock (a
+// *LockedError if another process has it), bootstraps the home,
 // runs start-up recovery, binds the HTTP listener, builds the server with
 // Options.NewServer, writes the state file (status ready, with a fresh
 // bearer token), registers in the registry, and serves stdio and
@@ -45,6 +47,9 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		defer stop()
 	}
 	o, log := &h.opts, h.log
+	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
+		return err // before the lock, which would write into the directory
+	}
 	lock, err := TryLock(o.Home)
 	if err != nil {
 		if !errors.Is(err, ErrLocked) && !errors.Is(err, fs.ErrPermission) { // those say what to do
@@ -274,7 +279,7 @@ func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 	} else if !s.Ours() {
 		fail("state file %s names pid %d, not this process; rewritten", statePath, s.PID)
 	}
-	probe, err := os.CreateTemp(h.opts.Home, ".health-*")
+	probe, err := os.CreateTemp(h.opts.Home, healthProbe+"*")
 	if err != nil {
 		fail("home %s is not writable: %v", h.opts.Home, err)
 	} else {
@@ -283,6 +288,10 @@ func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 	}
 	return health
 }
+
+// healthProbe prefixes the name of the file the health check creates and
+// removes to see that the home is writable.
+const healthProbe = ".health-"
 
 func newToken() string {
 	b := make([]byte, 32)

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRefusesADirectoryThatIsNotAHome: helios given a directory of the
+// user's, such as ~/Documents, exits with an error naming it and saying
+// what to do, and writes nothing into it.
+func TestRefusesADirectoryThatIsNotAHome(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "Documents")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o600))
+	cmd := exec.Command(heliosBin, "--home", dir, "--registry", "")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	require.Error(t, err)
+	assert.Equal(t, exitError, cmd.ProcessState.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), dir)
+	assert.Contains(t, stderr.String(), "notes.txt")
+	assert.Contains(t, stderr.String(), "empty or new directory")
+	assert.NotContains(t, stderr.String(), "installed a fresh home")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing written into %s", dir)
+	assert.Equal(t, "notes.txt", entries[0].Name())
+}

@@ -1,0 +1,94 @@
+package lifecycle_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+)
+
+// TestRunRefusesADirectoryThatIsNotAHome: a directory holding files that
+// are not a home's, such as ~/Documents given by mistake, is refused before
+// anything is written into it. Everything a new home, a crashed install or
+// an installed home may hold is accepted.
+func TestRunRefusesADirectoryThatIsNotAHome(t *testing.T) {
+	file := func(name string) func(t *testing.T, home string) {
+		return func(t *testing.T, home string) {
+			path := filepath.Join(home, name)
+			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
+			require.NoError(t, os.WriteFile(path, []byte("mine\n"), 0o600))
+		}
+	}
+	dir := func(name string) func(t *testing.T, home string) {
+		return func(t *testing.T, home string) { require.NoError(t, os.MkdirAll(filepath.Join(home, name), 0o700)) }
+	}
+	installed := func(t *testing.T, home string) {
+		opts := options(t)
+		opts.Home = home
+		require.NoError(t, run(t, opts).stop(t))
+	}
+	tests := []struct {
+		name    string
+		prepare []func(t *testing.T, home string)
+		refused bool
+	}{
+		{"missing", nil, false},
+		{"empty", []func(*testing.T, string){dir("")}, false},
+		{"a user's file", []func(*testing.T, string){file("notes.txt")}, true},
+		{"a user's file and directories", []func(*testing.T, string){file("notes.txt"), dir("Photos"), dir("config")}, true},
+		{"many files", []func(*testing.T, string){file("a"), file("b"), file("c"), file("d"), file("e")}, true},
+		{"config files put there before the first start", []func(*testing.T, string){file("config/mine.yaml")}, false},
+		{"an install a crash interrupted", []func(*testing.T, string){
+			dir("config"), dir("backups"), dir("checkpoints"), file(lifecycle.LockFile), file(lifecycle.FlockFile),
+			file(".version.mcpkeep-tmp1234567890123456"), file(".health-42"), file(".lock.20250101T000000.000000000Z.bak"),
+		}, false},
+		{"an extra directory of the spec", []func(*testing.T, string){dir("cache/deep")}, false},
+		{"an installed home with a user's file", []func(*testing.T, string){installed, file("README")}, false},
+		{"an installed home that lost its stamp", []func(*testing.T, string){installed, file("README"), func(t *testing.T, home string) {
+			require.NoError(t, os.Remove(filepath.Join(home, bootstrap.VersionFile)))
+		}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := options(t)
+			opts.Spec.Dirs = []string{"cache/deep"}
+			for _, prepare := range tt.prepare {
+				prepare(t, opts.Home)
+			}
+			if !tt.refused {
+				require.NoError(t, run(t, opts).stop(t))
+				assert.FileExists(t, filepath.Join(opts.Home, bootstrap.VersionFile))
+				if tt.name == "config files put there before the first start" {
+					data, err := os.ReadFile(filepath.Join(opts.Home, "config", "mine.yaml"))
+					require.NoError(t, err)
+					assert.Equal(t, "mine\n", string(data), "the user's file is kept")
+				}
+				return
+			}
+			before, err := os.ReadDir(opts.Home)
+			require.NoError(t, err)
+			h, err := lifecycle.New(opts)
+			require.NoError(t, err)
+			err = h.Run(t.Context())
+			require.ErrorIs(t, err, lifecycle.ErrNotHome)
+			assert.Contains(t, err.Error(), opts.Home, "names the directory")
+			assert.Contains(t, err.Error(), "empty or new directory", "says what to do")
+			after, err := os.ReadDir(opts.Home)
+			require.NoError(t, err)
+			assert.Equal(t, names(before), names(after), "nothing written into it")
+		})
+	}
+}
+
+func names(entries []os.DirEntry) []string {
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
