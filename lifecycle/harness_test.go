@@ -274,6 +274,8 @@ func TestRunLocked(t *testing.T) {
 	var le *lifecycle.LockedError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, os.Getpid(), le.PID)
+	assert.True(t, strings.HasSuffix(err.Error(), "; stop it or use another home"), err.Error())
+	assert.Equal(t, 1, strings.Count(err.Error(), ";"), "one remedy: %s", err)
 	assert.True(t, r.state(t).Ours(), "the holder's state file is untouched")
 }
 

@@ -31,9 +31,12 @@ const (
 // ErrLocked: another live process holds the home.
 var ErrLocked = errors.New("lifecycle: home is locked")
 
-// LockedError names the process that holds a home.
+// LockedError names the process that holds a home. Its message says who
+// holds the home, not what to do about it, which depends on what the
+// caller wanted: Run adds "stop it or use another home", an operator tool
+// that writes beside no server says to stop the server first.
 type LockedError struct {
-	Home  string
+	Home  string           // the home's absolute path
 	PID   int              // 0 when the PID file is being written
 	Since time.Time        // when the PID file was written
 	State *statefile.State // the holder's state file, if it is readable and names it
@@ -63,7 +66,6 @@ func (e *LockedError) Error() string {
 	if len(about) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(about, ", "))
 	}
-	b.WriteString("; stop it or use another home")
 	return b.String()
 }
 

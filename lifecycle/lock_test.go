@@ -64,6 +64,7 @@ func TestTwoProcessesOneHolder(t *testing.T) {
 	require.ErrorIs(t, err, lifecycle.ErrLocked)
 	assert.Equal(t, a.cmd.Process.Pid, le.PID)
 	assert.Contains(t, le.Error(), strconv.Itoa(a.cmd.Process.Pid))
+	assert.NotContains(t, le.Error(), "another home", "what to do is the caller's to say")
 
 	b := startChild(t, lockChild, home, nil)
 	assert.Equal(t, fmt.Sprintf("locked %d", a.cmd.Process.Pid), b.line(t))

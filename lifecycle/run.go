@@ -51,11 +51,13 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		return err // before the lock, which would write into the directory
 	}
 	lock, err := TryLock(o.Home)
-	if err != nil {
-		if !errors.Is(err, ErrLocked) && !errors.Is(err, fs.ErrPermission) { // those say what to do
-			err = withRemedy(err, o.Home)
-		}
+	switch {
+	case errors.Is(err, ErrLocked):
+		return fmt.Errorf("%w; stop it or use another home", err)
+	case errors.Is(err, fs.ErrPermission): // it says what to do
 		return err
+	case err != nil:
+		return withRemedy(err, o.Home)
 	}
 	defer func() { err = errors.Join(err, lock.Unlock()) }()
 	defer func() {

@@ -34,6 +34,7 @@ func TestSecondInstanceThenSIGKILL(t *testing.T) {
 	assert.Equal(t, exitInUse, second.ExitCode(), second.Stderr())
 	assert.Contains(t, second.Stderr(), "pid "+strconv.Itoa(first.Pid()))
 	assert.Contains(t, second.Stderr(), st.HTTP.URL)
+	assert.Equal(t, 1, strings.Count(second.Stderr(), "stop it or use another home"), second.Stderr())
 	assert.NotContains(t, second.Stderr(), st.Token)
 	after, err := statefile.Read(filepath.Join(first.home, statefile.FileName))
 	require.NoError(t, err)

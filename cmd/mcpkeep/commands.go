@@ -233,7 +233,7 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		lock, err := lifecycle.TryLock(abs)
 		if err != nil {
 			if errors.Is(err, lifecycle.ErrLocked) {
-				return fmt.Errorf("%w; stop that server first, doctor --fix does not write beside a live server", err)
+				return fmt.Errorf("%w; stop that server first: doctor --fix does not write beside a live server", err)
 			}
 			return err
 		}

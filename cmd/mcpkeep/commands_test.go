@@ -399,13 +399,21 @@ func TestLiveServer(t *testing.T) {
 		assert.Equal(t, "home "+home+": clean\n", r.stdout, "a live server's files are not findings")
 	})
 
-	for _, c := range [][]string{{"doctor", "--fix"}, {"rollback", "HEAD~1"}} {
+	for _, c := range []struct {
+		args   []string
+		remedy string
+	}{
+		{[]string{"doctor", "--fix"}, "; stop that server first: doctor --fix does not write beside a live server\n"},
+		{[]string{"rollback", "HEAD~1"}, "; use the server's rollback tool, or stop it first\n"},
+	} {
 		for _, m := range modes {
-			t.Run(strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {
-				r := mcpkeep(t, append(append(c, "--home", home), m.args...)...)
+			t.Run(strings.Join(c.args, " ")+"/"+m.name, func(t *testing.T) {
+				r := mcpkeep(t, append(append(c.args, "--home", home), m.args...)...)
 				assert.Equal(t, exitInUse, r.code, r.stderr)
 				assert.Contains(t, r.stderr, "pid "+strconv.Itoa(p.Pid()))
 				assert.Contains(t, r.stderr, st.HTTP.URL)
+				assert.True(t, strings.HasSuffix(r.stderr, c.remedy), "one remedy, for this command: %s", r.stderr)
+				assert.Equal(t, 1, strings.Count(r.stderr, ";"), "one remedy: %s", r.stderr)
 				assert.Empty(t, r.stdout)
 			})
 		}
