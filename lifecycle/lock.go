@@ -86,8 +86,12 @@ type HomeLock struct {
 // TryLock takes the home's lock without waiting, creating the home (0700)
 // if it is missing. It returns a *LockedError when a live process holds
 // it. Stale PID files (dead PID, reused PID, empty or garbage content) are
-// reclaimed; Reclaimed says what was found.
+// reclaimed; Reclaimed says what was found. An empty home is an error, not
+// the current directory.
 func TryLock(home string) (*HomeLock, error) {
+	if home == "" {
+		return nil, errors.New("lifecycle: lock: the home is empty; give the home directory's path")
+	}
 	abs, err := filepath.Abs(home)
 	if err != nil {
 		return nil, err
@@ -285,8 +289,12 @@ func (l *HomeLock) Check() error {
 }
 
 // Unlock releases the lock. It removes the PID file only if it still names
-// this process, and never removes the flock file. It is idempotent.
+// this process, and never removes the flock file. It is idempotent, and a
+// no-op on a nil or zero HomeLock, so a deferred Unlock is always safe.
 func (l *HomeLock) Unlock() error {
+	if l == nil || l.fl == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {

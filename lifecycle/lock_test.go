@@ -214,6 +214,32 @@ func TestUnlock(t *testing.T) {
 	assert.Equal(t, "1\n", string(b))
 }
 
+// TestUnlockNilOrZero: Unlock of a lock never taken does nothing, so a
+// deferred Unlock after a failed TryLock is safe.
+func TestUnlockNilOrZero(t *testing.T) {
+	var nilLock *lifecycle.HomeLock
+	assert.NoError(t, nilLock.Unlock())
+	zero := &lifecycle.HomeLock{}
+	assert.NoError(t, zero.Unlock())
+	assert.NoError(t, zero.Unlock(), "idempotent")
+}
+
+// TestLockEmptyHome: an empty home is an error, not the current directory.
+func TestLockEmptyHome(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	l, err := lifecycle.TryLock("")
+	require.Error(t, err)
+	assert.Nil(t, l)
+	assert.Contains(t, err.Error(), "home is empty")
+	_, err = lifecycle.Lock(t.Context(), "")
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, lifecycle.ErrLocked)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no lock files in the current directory")
+}
+
 func TestCheckRewritesDeletedPIDFile(t *testing.T) {
 	home := t.TempDir()
 	l, err := lifecycle.TryLock(home)
