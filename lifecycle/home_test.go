@@ -1,9 +1,12 @@
 package lifecycle_test
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,4 +94,38 @@ func names(entries []os.DirEntry) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// TestRunGarbageLockInANewHome: a garbage PID file in an otherwise empty
+// new home is copied into backups/, and the home is installed as the
+// fresh home it is, not resumed as an interrupted install.
+func TestRunGarbageLockInANewHome(t *testing.T) {
+	opts := options(t)
+	garbage, err := os.ReadFile(filepath.Join("..", "testdata", "lock", "garbage"))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(opts.Home, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(opts.Home, lifecycle.LockFile), garbage, 0o600))
+	var log logs
+	opts.Logger = slog.New(&log)
+	var boot bootstrap.Result
+	opts.NewServer = func(env *lifecycle.Env) (*mcp.Server, error) {
+		boot = env.Boot
+		return newServer(env)
+	}
+	require.NoError(t, run(t, opts).stop(t))
+
+	assert.True(t, boot.Installed, "a fresh install")
+	assert.False(t, boot.Resumed, "not an interrupted one")
+	assert.Equal(t, bootstrap.Fresh, boot.Before.State)
+	assert.NotEmpty(t, log.find(slog.LevelInfo, "installed a fresh home"))
+	assert.NotEmpty(t, log.find(slog.LevelWarn, "reclaimed a stale lock"))
+	saved, err := filepath.Glob(filepath.Join(opts.Home, "backups", lifecycle.LockFile+".*.bak"))
+	require.NoError(t, err)
+	require.Len(t, saved, 1, "the garbage is kept in backups/")
+	data, err := os.ReadFile(saved[0])
+	require.NoError(t, err)
+	assert.Equal(t, garbage, data)
+	inRoot, err := filepath.Glob(filepath.Join(opts.Home, lifecycle.LockFile+".*.bak"))
+	require.NoError(t, err)
+	assert.Empty(t, inRoot, "no copy left in the home's top directory")
 }

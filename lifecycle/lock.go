@@ -17,6 +17,7 @@ import (
 	"github.com/nightlyone/lockfile"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -176,6 +177,8 @@ func (l *HomeLock) reclaim(path string) error {
 		note := fmt.Sprintf("%s held %s", path, perr)
 		if saved, err := l.saveGarbage(path); err == nil {
 			note += "; copied to " + saved
+		} else {
+			note += fmt.Sprintf("; could not copy it aside: %v", err)
 		}
 		l.reclaimed = append(l.reclaimed, note)
 	case proc.Running(pid):
@@ -189,10 +192,14 @@ func (l *HomeLock) reclaim(path string) error {
 	return nil
 }
 
+// saveGarbage copies the PID file at path into the home's backups/,
+// creating it (0700, durably) in a home not yet installed: a copy beside
+// the lock, in the home's top directory, would stay there for good, and
+// make bootstrap take the home for an interrupted install.
 func (l *HomeLock) saveGarbage(path string) (string, error) {
-	dir := filepath.Join(l.home, "backups")
-	if _, err := os.Stat(dir); err != nil {
-		dir = l.home
+	dir := filepath.Join(l.home, bootstrap.BackupsDir)
+	if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
+		return "", err
 	}
 	return atomicfile.Backup(path, dir)
 }

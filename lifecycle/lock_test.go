@@ -91,8 +91,7 @@ func TestStaleLockFilesAreReclaimed(t *testing.T) {
 	}
 	for name, content := range cases {
 		t.Run(name, func(t *testing.T) {
-			home := t.TempDir()
-			require.NoError(t, os.MkdirAll(filepath.Join(home, "backups"), 0o700))
+			home := t.TempDir() // no backups/ yet: TryLock makes it
 			require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), content, 0o644))
 			l, err := lifecycle.TryLock(home)
 			require.NoError(t, err)
@@ -107,7 +106,12 @@ func TestStaleLockFilesAreReclaimed(t *testing.T) {
 				b, err := os.ReadFile(saved[0])
 				require.NoError(t, err)
 				assert.Equal(t, content, b)
+				fi, err := os.Stat(filepath.Join(home, "backups"))
+				require.NoError(t, err)
+				assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 			}
+			inRoot, _ := filepath.Glob(filepath.Join(home, lifecycle.LockFile+".*.bak"))
+			assert.Empty(t, inRoot, "no copy in the home's top directory")
 		})
 	}
 }
