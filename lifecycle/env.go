@@ -203,7 +203,9 @@ func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
 // OpenHome takes the lock of an installed home and opens its config store
 // without serving, for operator tools that must write beside no server
 // (mcpkeep rollback, doctor --fix). It returns a *LockedError while a server
-// runs. Close the Env with the returned func.
+// runs. Like Run, it logs each stale lock file it reclaimed as a warning,
+// and the config store logs what it repaired. Close the Env with the
+// returned func.
 func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -211,6 +213,9 @@ func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 	lock, err := TryLock(home)
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, r := range lock.Reclaimed() {
+		logger.Warn("reclaimed a stale lock", "detail", r)
 	}
 	configDir := filepath.Join(home, "config")
 	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: logger})

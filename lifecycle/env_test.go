@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -55,4 +56,22 @@ func TestEnvOutsideHarness(t *testing.T) {
 	head, err := store.Head()
 	require.NoError(t, err)
 	assert.Equal(t, hash, head)
+}
+
+// TestOpenHomeLogsReclaimedLocks: OpenHome says, as Run does, which stale
+// lock file it reclaimed.
+func TestOpenHomeLogsReclaimedLocks(t *testing.T) {
+	opts := options(t)
+	require.NoError(t, run(t, opts).stop(t)) // install
+	lockPath := filepath.Join(opts.Home, lifecycle.LockFile)
+	require.NoError(t, os.WriteFile(lockPath, []byte(strconv.Itoa(deadPID(t))+"\n"), 0o644))
+	var log logs
+	env, closeEnv, err := lifecycle.OpenHome(opts.Home, slog.New(&log))
+	require.NoError(t, err)
+	assert.Equal(t, opts.Home, env.Home)
+	require.NoError(t, closeEnv())
+	reclaimed := log.find(slog.LevelWarn, "reclaimed a stale lock")
+	require.Len(t, reclaimed, 1)
+	assert.Contains(t, attr(reclaimed[0], "detail"), lockPath)
+	assert.Contains(t, attr(reclaimed[0], "detail"), "not running")
 }
