@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -317,7 +316,8 @@ func (c *cli) rollback(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	env, closeEnv, err := lifecycle.OpenHome(abs, slog.New(slog.NewTextHandler(c.stderr, nil)))
+	var n notes // a reclaimed lock, a repaired repository: part of the output
+	env, closeEnv, err := lifecycle.OpenHome(abs, n.logger())
 	if err != nil {
 		if errors.Is(err, lifecycle.ErrLocked) {
 			return fmt.Errorf("%w; use the server's rollback tool, or stop it first", err)
@@ -333,5 +333,9 @@ func (c *cli) rollback(ctx context.Context, args []string) error {
 	if hash == "" {
 		text = fmt.Sprintf("config already equals %s; nothing committed\n", pos[0])
 	}
-	return c.emit(map[string]any{"home": abs, "rev": pos[0], "commit": hash}, text)
+	out := map[string]any{"home": abs, "rev": pos[0], "commit": hash}
+	if notes := n.list(); len(notes) > 0 {
+		out["notes"] = notes
+	}
+	return c.emit(out, n.text()+text)
 }

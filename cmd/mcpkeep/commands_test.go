@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/recovery"
 )
 
@@ -276,6 +279,42 @@ func TestRollback(t *testing.T) {
 			assert.Equal(t, exitError, r.code)
 			assert.Contains(t, r.stderr, `"nope"`)
 			assert.Empty(t, r.stdout)
+		})
+	}
+}
+
+// TestRollbackReportsRepairs: what rollback repairs on its way (a dead
+// server's lock, a stale git lock) is part of its output, text or JSON,
+// never log lines on stderr.
+func TestRollbackReportsRepairs(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			home := installed(t)
+			dead := exec.Command("true")
+			require.NoError(t, dead.Run())
+			lockPath := filepath.Join(home, lifecycle.LockFile)
+			require.NoError(t, os.WriteFile(lockPath, []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600))
+			require.NoError(t, os.WriteFile(filepath.Join(home, "config", ".git", "index.lock"), nil, 0o600))
+
+			r := mcpkeep(t, append([]string{"rollback", "--home", home, "HEAD~1"}, m.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Empty(t, r.stderr, "no log lines")
+			var notes []string
+			if m.args != nil {
+				notes = decode[struct{ Notes []string }](t, r).Notes
+			} else {
+				lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+				require.Len(t, lines, 3, r.stdout)
+				assert.True(t, strings.HasPrefix(lines[2], "config is now as at HEAD~1"), lines[2])
+				for _, l := range lines[:2] {
+					note, ok := strings.CutPrefix(l, "note: ")
+					assert.True(t, ok, l)
+					notes = append(notes, note)
+				}
+			}
+			require.Len(t, notes, 2, "%q", notes)
+			assert.Regexp(t, `^reclaimed a stale lock: `+regexp.QuoteMeta(lockPath)+` named pid \d+, which is not running$`, notes[0])
+			assert.Equal(t, "gitstore: repaired: removed stale .git/index.lock", notes[1])
 		})
 	}
 }

@@ -12,7 +12,9 @@
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
 // Exit status: 0 ok, 1 error, 2 usage, 3 the home is in use by a live
 // server (doctor --fix and rollback refuse to write beside it). No command
-// prints a bearer token.
+// prints a bearer token, nor log lines: what a command repairs on its way,
+// such as a dead server's lock, is part of its output ("note:" lines, or
+// "notes" in JSON), and stderr carries one line, for an error.
 package main
 
 import (
