@@ -228,6 +228,7 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := recovery.Options{Home: abs, DryRun: !*fix}
+	var lockFindings []recovery.Finding
 	if *fix {
 		lock, err := lifecycle.TryLock(abs)
 		if err != nil {
@@ -237,11 +238,17 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 			return err
 		}
 		defer lock.Unlock()
+		for _, r := range lock.Reclaimed() {
+			lockFindings = append(lockFindings, recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "reclaimed", Detail: r})
+		}
+	} else if f, ok := staleLock(abs); ok {
+		lockFindings = append(lockFindings, f)
 	}
 	report, err := recovery.Run(ctx, opts)
 	if err != nil {
 		return err
 	}
+	report.Findings = append(lockFindings, report.Findings...)
 	if err := c.emit(report, report.String()+"\n"); err != nil {
 		return err
 	}
@@ -254,6 +261,32 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return errors.New("problems found: run `mcpkeep doctor --fix` with the server stopped")
 	}
 	return nil
+}
+
+// kindStaleLock is the kind of doctor's finding of a PID lock file that
+// names no running server (recovery does not look at the home's lock).
+const kindStaleLock = "stale-lock"
+
+// staleLock returns doctor's finding, without --fix, for the home's PID
+// lock file when it names no running process or holds no PID, as status
+// calls it stale. It only reads: the next start, or doctor --fix,
+// reclaims it.
+func staleLock(home string) (recovery.Finding, bool) {
+	data, err := os.ReadFile(filepath.Join(home, lifecycle.LockFile))
+	if err != nil {
+		return recovery.Finding{}, false // none, or unreadable: the next start says
+	}
+	f := recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "would be reclaimed"}
+	pid, err := lifecycle.ParseLockContent(data)
+	switch {
+	case err != nil:
+		f.Detail = fmt.Sprintf("holds %v (a copy is kept in %s/)", err, bootstrap.BackupsDir)
+	case proc.Running(pid):
+		return recovery.Finding{}, false
+	default:
+		f.Detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", pid)
+	}
+	return f, true
 }
 
 func (c *cli) history(ctx context.Context, args []string) error {

@@ -161,6 +161,46 @@ func TestDoctor(t *testing.T) {
 	})
 }
 
+// TestDoctorStaleLock: a PID lock file naming a dead process, or no PID,
+// is a finding: without --fix doctor reports it and changes nothing; with
+// --fix it is reclaimed and reported.
+func TestDoctorStaleLock(t *testing.T) {
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	for name, content := range map[string]string{
+		"dead pid": strconv.Itoa(dead.Process.Pid) + "\n",
+		"garbage":  "not a pid\n",
+	} {
+		for _, m := range modes {
+			t.Run(name+"/"+m.name, func(t *testing.T) {
+				home := installed(t)
+				lockPath := filepath.Join(home, lifecycle.LockFile)
+				require.NoError(t, os.WriteFile(lockPath, []byte(content), 0o600))
+
+				r := mcpkeep(t, append([]string{"doctor", "--home", home}, m.args...)...)
+				assert.Equal(t, exitError, r.code, "problems found")
+				assert.Contains(t, r.stderr, "doctor --fix")
+				assert.Equal(t, []string{"stale-lock"}, findings(t, m.args != nil, r))
+				if m.args == nil {
+					assert.Contains(t, r.stdout, "stale-lock .lock: would be reclaimed (")
+				}
+				data, err := os.ReadFile(lockPath)
+				require.NoError(t, err)
+				assert.Equal(t, content, string(data), "without --fix nothing changes")
+
+				r = mcpkeep(t, append([]string{"doctor", "--home", home, "--fix"}, m.args...)...)
+				require.Equal(t, exitOK, r.code, r.stderr)
+				assert.Empty(t, r.stderr)
+				assert.Equal(t, []string{"stale-lock"}, findings(t, m.args != nil, r))
+				assert.NoFileExists(t, lockPath, "reclaimed, and released")
+
+				r = mcpkeep(t, "doctor", "--home", home)
+				assert.Equal(t, exitOK, r.code, r.stdout)
+			})
+		}
+	}
+}
+
 // TestDoctorInterruptedInstall: a stamped home without its config
 // repository is not something --fix can repair; doctor says to start the
 // server, with or without --fix.
@@ -476,6 +516,14 @@ func TestLiveServer(t *testing.T) {
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "lock:      stale, pid "+strconv.Itoa(p.Pid())+" is not running")
 		assert.Contains(t, r.stdout, "not running: stale state file")
+		// doctor calls the lock stale too, and changes nothing.
+		r = mcpkeep(t, "doctor", "--home", home, "--json")
+		assert.Equal(t, exitError, r.code, r.stderr)
+		assert.Equal(t, []string{"stale-lock", recovery.KindStaleState}, findings(t, true, r))
+		data, err := os.ReadFile(filepath.Join(home, lifecycle.LockFile))
+		require.NoError(t, err)
+		assert.Equal(t, strconv.Itoa(p.Pid()), strings.TrimSpace(string(data)))
+		assert.FileExists(t, filepath.Join(home, "state.json"))
 	})
 	t.Run("no token from a stale state file", noToken)
 }
