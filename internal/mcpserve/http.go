@@ -88,7 +88,7 @@ func (h *httpServer) guard(next http.Handler) http.Handler {
 			}
 		}
 		if h.opts.Token != "" {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearer(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
 				http.Error(w, "unauthorized: send Authorization: Bearer <token> (the token is in the server's state file)", http.StatusUnauthorized)
@@ -108,6 +108,17 @@ func (h *httpServer) guard(next http.Handler) http.Handler {
 		h.mu.Unlock()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the token of an Authorization header of the Bearer
+// scheme. The scheme is case-insensitive (RFC 9110 §11.1), and may be
+// followed by more than one space; the token is compared as it is.
+func bearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 // shutdown lets POSTs in flight finish, closes every HTTP session (their

@@ -165,6 +165,14 @@ func TestHTTPGuards(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
 	assert.Equal(t, http.StatusUnauthorized, post(func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong") }).StatusCode)
+	for _, auth := range []string{"bearer s3cret", "BEARER s3cret", "bEaReR s3cret", "Bearer  s3cret"} {
+		assert.Equal(t, http.StatusOK, post(func(r *http.Request) { r.Header.Set("Authorization", auth) }).StatusCode,
+			"the scheme is case-insensitive (RFC 9110 §11.1): %q", auth)
+	}
+	for _, auth := range []string{"s3cret", "Bearers3cret", "Basic s3cret", "Bearer S3CRET", "Bearer s3cre", "Bearer s3crett"} {
+		assert.Equal(t, http.StatusUnauthorized, post(func(r *http.Request) { r.Header.Set("Authorization", auth) }).StatusCode,
+			"the token is compared exactly: %q", auth)
+	}
 	assert.Equal(t, http.StatusForbidden, post(func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }).StatusCode)
 	assert.Equal(t, http.StatusForbidden, post(func(r *http.Request) { r.Host = "evil.example" }).StatusCode)
 	assert.Equal(t, http.StatusOK, post(func(r *http.Request) { r.Header.Set("Origin", "http://localhost:1234") }).StatusCode)
