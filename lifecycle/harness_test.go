@@ -387,6 +387,9 @@ func TestRunHealthChecks(t *testing.T) {
 	require.NoError(t, r.stop(t))
 }
 
+// exposedWarning is logged when HTTP listens beyond loopback.
+const exposedWarning = "HTTP: other machines can reach this server; every request still needs the bearer token (bind 127.0.0.1 to serve this machine alone)"
+
 func httpOptions(t *testing.T) lifecycle.Options {
 	opts := options(t)
 	opts.NoStdio, opts.HTTP = true, "127.0.0.1:0"
@@ -412,7 +415,10 @@ func get(t *testing.T, url, token string) int {
 
 func TestRunHTTP(t *testing.T) {
 	t.Run("token", func(t *testing.T) {
-		r := run(t, httpOptions(t))
+		opts := httpOptions(t)
+		var log logs
+		opts.Logger = slog.New(&log)
+		r := run(t, opts)
 		st := r.state(t)
 		require.NotNil(t, st.HTTP)
 		assert.NotEmpty(t, st.Token)
@@ -421,6 +427,7 @@ func TestRunHTTP(t *testing.T) {
 		assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
 		require.NoError(t, r.stop(t))
 		assert.NoFileExists(t, r.statePath())
+		assert.Empty(t, log.find(slog.LevelWarn, exposedWarning), "loopback is not exposed")
 	})
 	t.Run("NoToken on loopback", func(t *testing.T) {
 		opts := httpOptions(t)
@@ -451,6 +458,29 @@ func TestRunHTTPLastPortOutOfRange(t *testing.T) {
 	require.NotNil(t, st.HTTP, "HTTP is served")
 	assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
 	require.NoError(t, r.stop(t))
+}
+
+// TestExposed: the warning that other machines can reach the server is for
+// every address but loopback. (Tests bind loopback only, so the addresses
+// are checked, not bound.)
+func TestExposed(t *testing.T) {
+	for _, tt := range []struct {
+		addr    string
+		exposed bool
+	}{
+		{"127.0.0.1:8080", false},
+		{"127.0.0.2:8080", false},
+		{"[::1]:8080", false},
+		{"0.0.0.0:8080", true},
+		{"[::]:8080", true},
+		{"192.168.1.10:8080", true},
+		{"[2001:db8::1]:8080", true},
+	} {
+		addr, err := net.ResolveTCPAddr("tcp", tt.addr)
+		require.NoError(t, err)
+		assert.Equal(t, tt.exposed, lifecycle.Exposed(addr), tt.addr)
+	}
+	assert.True(t, lifecycle.Exposed(&net.UnixAddr{Name: "/tmp/s", Net: "unix"}), "not known to be loopback")
 }
 
 // TestRunHTTPPortTaken: the port asked for is taken; the server comes up on

@@ -104,6 +104,10 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		}
 		log.Error("HTTP transport off: could not bind; serving stdio only", "addr", o.HTTP, "err", err)
 	}
+	if ln != nil && exposed(ln.Addr()) {
+		log.Warn("HTTP: other machines can reach this server; every request still needs the bearer token (bind 127.0.0.1 to serve this machine alone)",
+			"addr", ln.Addr().String())
+	}
 	token := ""
 	if ln != nil && !o.NoToken {
 		token = newToken()
@@ -295,6 +299,13 @@ func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 		os.Remove(probe.Name())
 	}
 	return health
+}
+
+// exposed reports whether a listener bound to addr can be reached from
+// other machines: it is not bound to a loopback address.
+func exposed(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return !ok || !tcp.IP.IsLoopback()
 }
 
 // healthProbe prefixes the name of the file the health check creates and
