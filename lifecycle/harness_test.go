@@ -400,6 +400,21 @@ func ignoreNotExist(err error) error {
 	return err
 }
 
+// TestRunHealthAtStart: with the default interval, 30 s, the state file
+// and what tools see carry a health check from the start: the first one
+// runs before the server is ready.
+func TestRunHealthAtStart(t *testing.T) {
+	r := run(t, options(t))
+	st := r.state(t)
+	require.NotNil(t, st.Health, "the ready state file holds a health check")
+	assert.True(t, st.Health.OK, "%v", st.Health.Problems)
+	assert.False(t, st.Health.CheckedAt.IsZero())
+	res, err := r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "state"})
+	require.NoError(t, err)
+	assert.Contains(t, res.StructuredContent.(map[string]any), "health", "tools see it")
+	require.NoError(t, r.stop(t))
+}
+
 func httpOptions(t *testing.T) lifecycle.Options {
 	opts := options(t)
 	opts.NoStdio, opts.HTTP = true, "127.0.0.1:0"

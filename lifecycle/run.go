@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -144,8 +146,15 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	}
 	// One write, as ready: the server is built and its transports bound.
 	// (A "starting" write before NewServer cost every start one more
-	// fsynced replace, the largest single item of the start-up time.)
-	if err := update(func(s *statefile.State) { s.Status = statefile.StatusReady }); err != nil {
+	// fsynced replace, the largest single item of the start-up time.) It
+	// carries a first health check, a few cheap system calls, so that the
+	// state file and server_info tell from the start, not after a full
+	// HealthInterval, whether the home works.
+	health := h.check(lock, "")
+	if !health.OK {
+		log.Error("health check failed", "problems", health.Problems)
+	}
+	if err := update(func(s *statefile.State) { s.Status, s.Health = statefile.StatusReady, &health }); err != nil {
 		if ln != nil {
 			ln.Close()
 		}
@@ -253,9 +262,10 @@ func (h *Harness) registry() *statefile.Registry {
 	return statefile.NewRegistry(path)
 }
 
-// healthLoop checks, every HealthInterval, that the lock is still ours, the
-// state file is there and ours (rewriting it if not), and the home is
-// writable; it records the result in the state file.
+// healthLoop checks, every HealthInterval after the first check Run made,
+// that the lock is still ours, the state file is there and ours (rewriting
+// it if not), and the home is writable; it records the result in the state
+// file.
 func (h *Harness) healthLoop(ctx context.Context, lock *HomeLock, statePath string, update func(func(*statefile.State)) error) {
 	t := time.NewTicker(h.opts.HealthInterval)
 	defer t.Stop()
@@ -275,6 +285,11 @@ func (h *Harness) healthLoop(ctx context.Context, lock *HomeLock, statePath stri
 	}
 }
 
+// check checks the lock, the state file at statePath ("" skips it: the
+// first check runs before the state file is written) and that the home
+// and the directories an update writes into are writable. It writes
+// nothing in config/: a probe file there could be committed by an update
+// running at the same time.
 func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 	health := statefile.Health{OK: true, CheckedAt: time.Now().UTC().Truncate(time.Second)}
 	fail := func(format string, args ...any) {
@@ -284,21 +299,40 @@ func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 	if err := lock.Check(); err != nil {
 		fail("lock: %v", err)
 	}
-	if s, err := statefile.Read(statePath); errors.Is(err, fs.ErrNotExist) {
-		fail("state file %s was deleted; rewritten", statePath)
-	} else if err != nil {
-		fail("state file: %v; rewritten", err)
-	} else if !s.Ours() {
-		fail("state file %s names pid %d, not this process; rewritten", statePath, s.PID)
+	if statePath != "" {
+		s, err := statefile.Read(statePath)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			fail("state file %s was deleted; rewritten", statePath)
+		case err != nil:
+			fail("state file: %v; rewritten", err)
+		case !s.Ours():
+			fail("state file %s names pid %d, not this process; rewritten", statePath, s.PID)
+		}
 	}
-	probe, err := os.CreateTemp(h.opts.Home, healthProbe+"*")
+	home := h.opts.Home
+	probe, err := os.CreateTemp(home, healthProbe+"*")
 	if err != nil {
-		fail("home %s is not writable: %v", h.opts.Home, err)
+		fail("home %s is not writable: %v%s", home, err, remedyClause(err, home))
 	} else {
 		probe.Close()
 		os.Remove(probe.Name())
 	}
+	for _, d := range []string{bootstrap.ConfigDir, bootstrap.CheckpointsDir} {
+		dir := filepath.Join(home, d)
+		if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+			fail("%s is not writable (%v): changes cannot be saved%s", dir, err, remedyClause(err, home))
+		}
+	}
 	return health
+}
+
+// remedyClause is "; " and what to do about err, or "".
+func remedyClause(err error, home string) string {
+	if r := remedy(err, home); r != "" {
+		return "; " + r
+	}
+	return ""
 }
 
 // exposed reports whether a listener bound to addr can be reached from
