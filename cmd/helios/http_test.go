@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -132,4 +134,40 @@ func TestSIGTERMWithOpenStream(t *testing.T) {
 	require.NoError(t, s.exit(t, lifecycle.DefaultShutdownTimeout+time.Second))
 	assert.NotContains(t, s.Stderr(), "HTTP shutdown timed out", "shutdown waited for the open stream")
 	assert.True(t, stateGone(t, s.home), "state file removed")
+}
+
+// TestNoStdio: with --no-stdio, helios serves HTTP alone and runs with
+// stdin at EOF, as under nohup or a service manager, until a signal stops
+// it cleanly. Without --http it is a usage error.
+func TestNoStdio(t *testing.T) {
+	devNull, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer devNull.Close()
+	home := filepath.Join(t.TempDir(), "home")
+	p, err := crashtest.Start(t.Context(), crashtest.Cmd{Path: heliosBin, Stdin: devNull,
+		Args: []string{"--home", home, "--registry", "", "--http", "127.0.0.1:0", "--no-stdio"}})
+	require.NoError(t, err)
+	s := &server{Process: p, home: home}
+	t.Cleanup(s.stop)
+	st := s.ready(t)
+	assert.False(t, st.Stdio, "no stdio transport")
+	require.NotNil(t, st.HTTP)
+	useTools(t, connectHTTP(t, st))
+	assert.False(t, s.Exited(), "stdin at EOF does not stop it")
+
+	require.NoError(t, syscall.Kill(s.Pid(), syscall.SIGTERM))
+	require.NoError(t, s.exit(t, hangAfter))
+	assert.True(t, stateGone(t, home))
+	assert.NotContains(t, s.Stderr(), "launch it from an MCP client")
+
+	t.Run("without --http", func(t *testing.T) {
+		home := filepath.Join(t.TempDir(), "home")
+		cmd := exec.Command(heliosBin, "--home", home, "--registry", "", "--no-stdio")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.Error(t, cmd.Run())
+		assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
+		assert.Equal(t, "helios: --no-stdio needs --http ADDR: without stdio, HTTP is the only transport (see helios --help)\n", stderr.String())
+		assert.NoDirExists(t, home)
+	})
 }

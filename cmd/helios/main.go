@@ -4,12 +4,15 @@
 //
 // Usage:
 //
-//	helios [--home DIR] [--http ADDR] [--registry FILE] [--version]
+//	helios [--home DIR] [--http ADDR [--no-stdio]] [--registry FILE] [--version]
 //
 // It speaks MCP over stdio (launch it from an MCP client) and, with --http,
 // over Streamable HTTP on ADDR (127.0.0.1:0 picks a port; the URL and bearer
-// token are in <home>/state.json). Logs go to stderr. Exit status: 0 after a
-// clean stop, 1 on error, 2 on bad usage, 3 when the home is in use.
+// token are in <home>/state.json). It stops when stdin ends, the client
+// being gone; --no-stdio serves HTTP alone and ignores stdin, for running
+// under nohup or a service manager, and stops on SIGTERM or SIGINT. Logs go
+// to stderr. Exit status: 0 after a clean stop, 1 on error, 2 on bad usage,
+// 3 when the home is in use.
 package main
 
 import (
@@ -44,10 +47,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(stderr)
 	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME)")
 	httpAddr := fs.String("http", "", "also serve Streamable HTTP on this address, e.g. 127.0.0.1:0")
+	noStdio := fs.Bool("no-stdio", false, "serve HTTP only and ignore stdin, which then need not be open (nohup, a service manager);\nstop with SIGTERM or SIGINT; needs --http")
 	registry := fs.String("registry", statefile.DefaultRegistryPath(), "discovery registry file; empty disables (env MCPKEEP_REGISTRY)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR] [--registry FILE] [--version]\n\n")
+		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio]] [--registry FILE] [--version]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -65,12 +69,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stdout, "helios", helios.Version())
 		return exitOK
 	}
+	if *noStdio && *httpAddr == "" {
+		fmt.Fprintln(stderr, "helios: --no-stdio needs --http ADDR: without stdio, HTTP is the only transport (see helios --help)")
+		return exitUsage
+	}
 	if *home == "" {
 		fmt.Fprintln(stderr, "helios: no home: set --home or HELIOS_HOME (no $HOME to default to)")
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if f, ok := stdin.(*os.File); ok && isTerminal(f) {
+	if f, ok := stdin.(*os.File); ok && !*noStdio && isTerminal(f) {
 		fmt.Fprintln(stderr, "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client (see README), or press Ctrl-D to stop")
 	}
 	h, err := lifecycle.New(lifecycle.Options{
@@ -80,6 +88,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Spec:       helios.Spec(),
 		NewServer:  helios.NewServer,
 		HTTP:       *httpAddr,
+		NoStdio:    *noStdio,
 		Registry:   *registry,
 		NoRegistry: *registry == "",
 		Validate:   helios.Validate,
