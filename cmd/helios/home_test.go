@@ -33,3 +33,32 @@ func TestRefusesADirectoryThatIsNotAHome(t *testing.T) {
 	require.Len(t, entries, 1, "nothing written into %s", dir)
 	assert.Equal(t, "notes.txt", entries[0].Name())
 }
+
+// TestNoHome: an empty home is a usage error that says which one is
+// empty, --home or the default.
+func TestNoHome(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"--home ''", []string{"--home", ""}, []string{"HOME=" + t.TempDir()},
+			"helios: --home is empty: give the home directory, or leave --home out to use $HELIOS_HOME or ~/.helios\n"},
+		{"--home= with HELIOS_HOME set", []string{"--home="}, []string{"HOME=" + t.TempDir(), "HELIOS_HOME=" + t.TempDir()},
+			"helios: --home is empty: give the home directory, or leave --home out to use $HELIOS_HOME or ~/.helios\n"},
+		{"no $HOME", nil, []string{"HOME="},
+			"helios: no home: set --home or HELIOS_HOME (no $HOME to default to)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(heliosBin, append(tt.args, "--registry", "")...)
+			cmd.Env = append(os.Environ(), append([]string{"HELIOS_HOME="}, tt.env...)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.Error(t, cmd.Run())
+			assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
+			assert.Equal(t, tt.want, stderr.String())
+		})
+	}
+}

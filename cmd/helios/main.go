@@ -74,7 +74,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	if *home == "" {
-		fmt.Fprintln(stderr, "helios: no home: set --home or HELIOS_HOME (no $HOME to default to)")
+		homeGiven := false
+		fs.Visit(func(f *flag.Flag) { homeGiven = homeGiven || f.Name == "home" })
+		if homeGiven {
+			fmt.Fprintln(stderr, "helios: --home is empty: give the home directory, or leave --home out to use $HELIOS_HOME or ~/.helios")
+		} else {
+			fmt.Fprintln(stderr, "helios: no home: set --home or HELIOS_HOME (no $HOME to default to)")
+		}
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
