@@ -47,6 +47,7 @@ type statusOut struct {
 	Home           string     `json:"home"`
 	Installed      bool       `json:"installed"`
 	State          string     `json:"state"`
+	Detail         string     `json:"detail,omitempty"` // why the home is not installed
 	Schema         int        `json:"schema,omitempty"`
 	ToolkitVersion string     `json:"toolkit_version,omitempty"`
 	InstalledAt    time.Time  `json:"installed_at,omitzero"`
@@ -82,7 +83,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if err != nil {
 		out.Problems = append(out.Problems, oneLine(err))
 	}
-	out.State = info.State.String()
+	out.State, out.Detail = info.State.String(), info.Detail
 	out.Installed = info.State == bootstrap.Ready || info.State == bootstrap.NeedsUpgrade || info.State == bootstrap.TooNew
 	out.Schema, out.ToolkitVersion, out.InstalledAt, out.LastBootAt, out.Boots =
 		info.Schema, info.ToolkitVersion, info.InstalledAt, info.LastBootAt, info.Boots
@@ -96,6 +97,11 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		out.Server = toServer(s)
 		if out.Lock != nil && out.Lock.PID == s.PID {
 			out.Lock.Alive = out.Server.Alive
+		}
+		if h := s.Health; h != nil && !h.OK && out.Server.Alive {
+			for _, p := range h.Problems {
+				out.Problems = append(out.Problems, "health check: "+flat(p))
+			}
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(err))
@@ -112,7 +118,13 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	} else if out.Installed {
 		out.Problems = append(out.Problems, oneLine(err))
 	}
-	return c.emit(out, statusText(out))
+	if err := c.emit(out, statusText(out)); err != nil {
+		return err
+	}
+	if n := len(out.Problems); n > 0 {
+		return fmt.Errorf("%d problem(s) found in %s, listed in the output", n, abs)
+	}
+	return nil
 }
 
 func statusText(o statusOut) string {
@@ -121,6 +133,8 @@ func statusText(o statusOut) string {
 	if o.Installed {
 		fmt.Fprintf(&b, "installed: yes, schema %d (toolkit %s) on %s; %d boots, last %s\n", o.Schema, o.ToolkitVersion,
 			o.InstalledAt.Local().Format(time.DateTime), o.Boots, o.LastBootAt.Local().Format(time.DateTime))
+	} else if o.Detail != "" {
+		fmt.Fprintf(&b, "installed: no (%s: %s)\n", o.State, o.Detail)
 	} else {
 		fmt.Fprintf(&b, "installed: no (%s)\n", o.State)
 	}
@@ -144,6 +158,14 @@ func statusText(o statusOut) string {
 			fmt.Fprintf(&b, " http=%s", s.URL)
 		}
 		b.WriteString("\n")
+		switch h := s.Health; {
+		case h == nil:
+			b.WriteString("health:    not checked yet\n")
+		case h.OK:
+			fmt.Fprintf(&b, "health:    ok (checked %s)\n", h.CheckedAt.Local().Format(time.DateTime))
+		default:
+			fmt.Fprintf(&b, "health:    failing (checked %s): %d problem(s)\n", h.CheckedAt.Local().Format(time.DateTime), len(h.Problems))
+		}
 	} else {
 		b.WriteString("server:    none running\n")
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // modes are the two output forms of every command.
@@ -59,6 +62,74 @@ func TestStatus(t *testing.T) {
 		assert.Equal(t, "fresh", got.State)
 		assert.Nil(t, got.Config)
 	})
+	t.Run("interrupted install", func(t *testing.T) {
+		home := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(home, "config"), 0o700))
+		r := mcpkeep(t, "status", "--home", home)
+		require.Equal(t, exitOK, r.code, "not a problem: the next start finishes it; %s", r.stderr)
+		assert.Contains(t, r.stdout, "installed: no (incomplete: no .version stamp: an install was interrupted)\n")
+		got := decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
+		assert.Equal(t, "incomplete", got.State)
+		assert.Equal(t, "no .version stamp: an install was interrupted", got.Detail)
+	})
+}
+
+// TestStatusProblems: status exits 1 when it lists a problem, a file it
+// cannot read or a failing health check of a live server, and still
+// prints everything; a health check that passed is shown too.
+func TestStatusProblems(t *testing.T) {
+	home := installed(t)
+	statePath := filepath.Join(home, statefile.FileName)
+	live := func(health *statefile.Health) func(t *testing.T) {
+		return func(t *testing.T) {
+			st, err := statefile.New("helios", home) // this test process: alive
+			require.NoError(t, err)
+			st.Status, st.Health = statefile.StatusReady, health
+			require.NoError(t, statefile.Write(statePath, &st))
+		}
+	}
+	checked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name     string
+		prepare  func(t *testing.T)
+		code     int
+		text     string // a line of the text output
+		problems []string
+	}{
+		{"healthy", live(&statefile.Health{OK: true, CheckedAt: checked}), exitOK,
+			"health:    ok (checked " + checked.Local().Format(time.DateTime) + ")\n", nil},
+		{"not checked yet", live(nil), exitOK, "health:    not checked yet\n", nil},
+		{"failing health", live(&statefile.Health{CheckedAt: checked, Problems: []string{"/x/config is not writable"}}), exitError,
+			"health:    failing (checked " + checked.Local().Format(time.DateTime) + "): 1 problem(s)\n",
+			[]string{"health check: /x/config is not writable"}},
+		{"unreadable state file", func(t *testing.T) {
+			require.NoError(t, os.WriteFile(statePath, []byte("{torn"), 0o600))
+		}, exitError, "problem:   ", []string{statePath}},
+	}
+	for _, tt := range tests {
+		for _, m := range modes {
+			t.Run(tt.name+"/"+m.name, func(t *testing.T) {
+				tt.prepare(t)
+				t.Cleanup(func() { os.Remove(statePath) })
+				r := mcpkeep(t, append([]string{"status", "--home", home}, m.args...)...)
+				assert.Equal(t, tt.code, r.code, r.stderr)
+				if tt.code == exitOK {
+					assert.Empty(t, r.stderr)
+				} else {
+					assert.Equal(t, fmt.Sprintf("mcpkeep status: %d problem(s) found in %s, listed in the output\n", len(tt.problems), home), r.stderr)
+				}
+				if m.args == nil {
+					assert.Contains(t, r.stdout, tt.text)
+					return
+				}
+				got := decode[statusOut](t, r)
+				require.Len(t, got.Problems, len(tt.problems))
+				for i, p := range tt.problems {
+					assert.Contains(t, got.Problems[i], p)
+				}
+			})
+		}
+	}
 }
 
 func TestServers(t *testing.T) {
@@ -465,6 +536,7 @@ func TestLiveServer(t *testing.T) {
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "lock:      held by pid "+strconv.Itoa(p.Pid())+" (running)\n")
 		assert.Contains(t, r.stdout, " http="+st.HTTP.URL+"\n")
+		assert.Contains(t, r.stdout, "health:    ok (checked ", "the first check runs at start")
 		got := decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
 		require.NotNil(t, got.Server)
 		assert.Equal(t, &lockOut{PID: p.Pid(), Alive: true}, got.Lock)

@@ -10,8 +10,10 @@
 //	mcpkeep rollback [--home DIR] REV [--json]
 //
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
-// Exit status: 0 ok, 1 error, 2 usage, 3 the home is in use by a live
-// server (doctor --fix and rollback refuse to write beside it). No command
+// Exit status: 0 ok, 1 error or, for status and doctor, problems found
+// (listed in the output, which is printed all the same), 2 usage, 3 the
+// home is in use by a live server (doctor --fix and rollback refuse to
+// write beside it). No command
 // prints a bearer token, nor log lines: what a command repairs on its way,
 // such as a dead server's lock, is part of its output ("note:" lines, or
 // "notes" in JSON), and stderr carries one line, for an error.
@@ -43,7 +45,7 @@ const (
 
 // commands are the CLI's commands with their arguments, for the usage.
 var commands = []struct{ name, args, about string }{
-	{"status", "[--home DIR]", "is the home installed, locked, serving, committed?"},
+	{"status", "[--home DIR]", "is the home installed, locked, serving, healthy, committed?"},
 	{"servers", "[--registry FILE]", "list the live servers in the discovery registry"},
 	{"doctor", "[--home DIR] [--fix]", "check the home; --fix repairs it (refused while a server runs)"},
 	{"history", "[--home DIR] [PATH] [-n N]", "commits that changed the config (or PATH)"},
@@ -57,6 +59,8 @@ var usage = func() string {
 		fmt.Fprintf(&b, "  %-8s %-28s %s\n", c.name, c.args, c.about)
 	}
 	b.WriteString("\nevery command takes --json.\n")
+	b.WriteString("exit status: 0 ok; 1 an error, or problems status or doctor found (and listed);\n")
+	b.WriteString("2 bad usage; 3 the home is in use by a live server (doctor --fix, rollback).\n")
 	return b.String()
 }()
 
@@ -231,6 +235,7 @@ func (c *cli) emit(v any, text string) error {
 }
 
 // oneLine flattens an error to one line for the terminal.
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
-}
+func oneLine(err error) string { return flat(err.Error()) }
+
+// flat flattens s to one line, its runs of white space to one space.
+func flat(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -48,7 +48,7 @@ func (n *notes) WithGroup(string) slog.Handler { return n }
 func (n *notes) add(line string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.lines = append(n.lines, strings.Join(strings.Fields(line), " "))
+	n.lines = append(n.lines, flat(line))
 }
 
 // list returns the lines kept so far.
