@@ -490,6 +490,7 @@ func TestUsage(t *testing.T) {
 		{"history", "--home", home, "a.yaml", "b.yaml"},
 		{"rollback", "--home", home},
 		{"rollback", "--home", home, "HEAD", "HEAD~1"},
+		{"version", "extra"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -513,6 +514,7 @@ func TestUsage(t *testing.T) {
 		"doctor":   "usage: mcpkeep doctor [--home DIR] [--fix] [--json]\n",
 		"history":  "usage: mcpkeep history [--home DIR] [PATH] [-n N] [--json]\n",
 		"rollback": "usage: mcpkeep rollback [--home DIR] REV [--json]\n",
+		"version":  "usage: mcpkeep version [--json]\n",
 	} {
 		r := mcpkeep(t, cmd, "--help")
 		assert.Equal(t, exitOK, r.code, cmd)
@@ -520,6 +522,20 @@ func TestUsage(t *testing.T) {
 		assert.True(t, strings.HasPrefix(r.stderr, synopsis), "%s --help: %s", cmd, r.stderr)
 		assert.Equal(t, 1, strings.Count(r.stderr, "usage:"), "printed once: %s", r.stderr)
 	}
+}
+
+// TestVersion: --version and version print "mcpkeep <version>" to stdout,
+// as helios --version does.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+		r := mcpkeep(t, args...)
+		assert.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		assert.Regexp(t, `^mcpkeep \S+\n$`, r.stdout, "%v", args)
+		assert.Empty(t, r.stderr, "%v", args)
+	}
+	got := decode[map[string]string](t, mcpkeep(t, "version", "--json"))
+	assert.Equal(t, "mcpkeep", got["name"])
+	assert.NotEmpty(t, got["version"])
 }
 
 // TestLiveServer: beside a running server, doctor --fix and rollback refuse

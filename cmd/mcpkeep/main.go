@@ -8,6 +8,7 @@
 //	mcpkeep doctor   [--home DIR] [--fix] [--json]
 //	mcpkeep history  [--home DIR] [PATH] [-n N] [--json]
 //	mcpkeep rollback [--home DIR] REV [--json]
+//	mcpkeep version  [--json]   (or mcpkeep --version)
 //
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
 // Exit status: 0 ok, 1 error or, for status and doctor, problems found
@@ -50,6 +51,7 @@ var commands = []struct{ name, args, about string }{
 	{"doctor", "[--home DIR] [--fix]", "check the home; --fix repairs it (refused while a server runs)"},
 	{"history", "[--home DIR] [PATH] [-n N]", "commits that changed the config (or PATH)"},
 	{"rollback", "[--home DIR] REV", "make the config equal to REV as a new commit"},
+	{"version", "", "print mcpkeep's version (also mcpkeep --version)"},
 }
 
 var usage = func() string {
@@ -87,8 +89,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args[0] = "version"
+	}
 	c := &cli{stdout: stdout, stderr: stderr}
 	cmds := map[string]func(context.Context, []string) error{
+		"version":  c.version,
 		"status":   c.status,
 		"servers":  c.servers,
 		"doctor":   c.doctor,
@@ -127,7 +133,8 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	fs.Usage = func() {
 		for _, cmd := range commands {
 			if cmd.name == name {
-				fmt.Fprintf(c.stderr, "usage: mcpkeep %s %s [--json]\n\n%s\n\n", name, cmd.args, cmd.about)
+				synopsis := strings.Join(strings.Fields("mcpkeep "+name+" "+cmd.args+" [--json]"), " ")
+				fmt.Fprintf(c.stderr, "usage: %s\n\n%s\n\n", synopsis, cmd.about)
 			}
 		}
 		fs.SetOutput(c.stderr)
@@ -221,6 +228,16 @@ func installedHome(home string) (string, error) {
 	}
 	return "", fmt.Errorf("home %s is not installed: no %s and no %s/ repository (check --home, or start the server once to install it)",
 		abs, bootstrap.VersionFile, bootstrap.ConfigDir)
+}
+
+// version prints "mcpkeep <version>", the version of the mcpkeep module
+// it was built from, to stdout.
+func (c *cli) version(_ context.Context, args []string) error {
+	if _, err := parse(c.flags("version"), args, 0); err != nil {
+		return err
+	}
+	v := bootstrap.ToolkitVersion()
+	return c.emit(map[string]string{"name": "mcpkeep", "version": v}, "mcpkeep "+v+"\n")
 }
 
 // emit prints v as JSON with --json, else text.
