@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // TestRunRefusesADirectoryThatIsNotAHome: a directory holding files that
@@ -128,4 +130,29 @@ func TestRunGarbageLockInANewHome(t *testing.T) {
 	inRoot, err := filepath.Glob(filepath.Join(opts.Home, lifecycle.LockFile+".*.bak"))
 	require.NoError(t, err)
 	assert.Empty(t, inRoot, "no copy left in the home's top directory")
+}
+
+// TestRunClearsADeadServersToken: the state file a killed server left
+// behind is kept in backups/ by recovery, without its bearer token.
+func TestRunClearsADeadServersToken(t *testing.T) {
+	opts := options(t)
+	require.NoError(t, run(t, opts).stop(t)) // install
+	const token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	stale, err := statefile.New("notes", opts.Home)
+	require.NoError(t, err)
+	stale.PID, stale.Status, stale.Token = deadPID(t), statefile.StatusReady, token
+	statePath := filepath.Join(opts.Home, statefile.FileName)
+	require.NoError(t, statefile.Write(statePath, &stale))
+
+	require.NoError(t, run(t, opts).stop(t))
+	saved, err := filepath.Glob(filepath.Join(opts.Home, "backups", "*"+statefile.FileName+"*"))
+	require.NoError(t, err)
+	require.Len(t, saved, 1, "recovery kept the stale state file")
+	data, err := os.ReadFile(saved[0])
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), token)
+	var kept statefile.State
+	require.NoError(t, json.Unmarshal(data, &kept))
+	assert.Equal(t, stale.PID, kept.PID, "the rest is kept")
+	assert.Equal(t, "notes", kept.Name)
 }
