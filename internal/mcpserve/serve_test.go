@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,13 +108,15 @@ func TestStdioBurstWithoutDrainLosesCalls(t *testing.T) {
 	assert.Less(t, len(answered), 20, "the SDK alone answered every call: go-sdk #1061 may be fixed")
 }
 
-func startHTTP(t *testing.T, token string) (url string, cancel context.CancelFunc, done chan error) {
+// startHTTP serves testServer on a loopback listener with token, logging
+// to logger (nil = discard), until the test ends or cancel is called.
+func startHTTP(t *testing.T, token string, logger *slog.Logger) (url string, cancel context.CancelFunc, done chan error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done = make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, testServer(), Options{Listener: ln, Token: token, ShutdownTimeout: time.Second,
+		done <- Serve(ctx, testServer(), Options{Listener: ln, Token: token, ShutdownTimeout: time.Second, Logger: logger,
 			Health: func() any { return map[string]any{"ok": true, "name": "test"} }})
 	}()
 	t.Cleanup(func() {
@@ -131,7 +135,7 @@ func connect(t *testing.T, url, token string) *mcp.ClientSession {
 }
 
 func TestHTTPWithToken(t *testing.T) {
-	url, _, _ := startHTTP(t, "s3cret")
+	url, _, _ := startHTTP(t, "s3cret", nil)
 	cs := connect(t, url, "s3cret")
 	defer cs.Close()
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "slow_echo", Arguments: map[string]int{"n": 7}})
@@ -147,7 +151,7 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 func TestHTTPGuards(t *testing.T) {
-	url, _, _ := startHTTP(t, "s3cret")
+	url, _, _ := startHTTP(t, "s3cret", nil)
 	post := func(mod func(*http.Request)) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(strings.SplitN(initialize, "\n", 2)[0]))
 		require.NoError(t, err)
@@ -187,13 +191,40 @@ func TestHTTPGuards(t *testing.T) {
 }
 
 // TestShutdownWithOpenStream is go-sdk #440: an open GET stream must not
-// hold the shutdown.
+// hold the shutdown. Without the workaround, closing the sessions first,
+// http.Server.Shutdown waits for the stream until ShutdownTimeout and then
+// logs that it timed out; the log, not the time taken, tells the two apart.
 func TestShutdownWithOpenStream(t *testing.T) {
-	url, cancel, done := startHTTP(t, "tok")
-	cs := connect(t, url, "tok") // opens the standalone GET stream
-	defer cs.Close()
-	_, err := cs.ListTools(t.Context(), nil)
-	require.NoError(t, err)
+	var log warnings
+	url, cancel, done := startHTTP(t, "tok", slog.New(&log))
+	request := func(method, body, session string) *http.Response {
+		req, err := http.NewRequestWithContext(t.Context(), method, url+"/mcp", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if method == http.MethodPost {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		return resp
+	}
+	resp := request(http.MethodPost, mcptest.Initialize, "")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	session := resp.Header.Get("Mcp-Session-Id")
+	require.NotEmpty(t, session)
+	resp = request(http.MethodPost, mcptest.Initialized, session)
+	resp.Body.Close()
+	stream := request(http.MethodGet, "", session)
+	defer stream.Body.Close()
+	require.Equal(t, http.StatusOK, stream.StatusCode, "the GET stream is open")
+
 	cancel()
 	select {
 	case err := <-done:
@@ -202,6 +233,30 @@ func TestShutdownWithOpenStream(t *testing.T) {
 	case <-time.After(failAfter):
 		t.Fatal("Serve hung on shutdown with an open GET stream")
 	}
+	assert.NotContains(t, log.messages(), "HTTP shutdown timed out; closing connections", "shutdown waited for the open stream")
+}
+
+// warnings is a slog.Handler that keeps the messages of warnings and
+// errors.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, r.Message)
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnings) messages() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.msgs...)
 }
 
 // TestHTTPFailureKeepsStdio: the HTTP listener dies underneath; stdio goes on.
