@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/portmgr"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -133,4 +135,36 @@ func TestTenInstances(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &raw))
 	assert.Empty(t, raw.Servers, "every server unregistered itself")
+}
+
+// TestRestartKeepsThePort: a server restarted after a crash gets the port
+// of its last state file back, so clients that kept the URL find it again,
+// even when the home's stable port has become free meanwhile.
+func TestRestartKeepsThePort(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	stable := portmgr.StablePort(home, 0, 0)
+	taken, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(stable)))
+	if err != nil {
+		t.Skipf("the home's stable port %d is in use by another process: %v", stable, err)
+	}
+	defer taken.Close()
+
+	first := start(t, home, registry, "--http", "127.0.0.1:0")
+	st := first.ready(t)
+	require.NotNil(t, st.HTTP)
+	port := st.HTTP.Port
+	require.NotEqual(t, stable, port, "the stable port is taken")
+	require.NoError(t, first.Kill())
+	first.Wait()
+	stale, err := statefile.Read(filepath.Join(home, statefile.FileName))
+	require.NoError(t, err, "SIGKILL leaves the state file behind")
+	require.Equal(t, port, stale.HTTP.Port)
+
+	require.NoError(t, taken.Close()) // the stable port is free again
+	second := start(t, home, registry, "--http", "127.0.0.1:0")
+	now := second.ready(t)
+	require.NotNil(t, now.HTTP)
+	assert.Equal(t, port, now.HTTP.Port, "the last state file's port, not the stable %d", stable)
+	useTools(t, connectHTTP(t, now))
 }
