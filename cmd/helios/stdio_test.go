@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/helios"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 var toolNames = []string{"commit_changes", "get_config", "get_persona", "history", "list_personas",
@@ -200,4 +202,47 @@ func TestNoTerminalNotice(t *testing.T) {
 	require.NoError(t, cmd.Run(), "stdin at EOF: a clean stop")
 	assert.NotContains(t, stderr.String(), "launch it from an MCP client")
 	assert.Contains(t, stderr.String(), "stdin closed", "it did run")
+}
+
+// TestSignalStopsCleanly: SIGTERM (a service manager) and SIGINT (Ctrl-C)
+// stop helios with exit status 0; every change it answered is on disk and
+// committed, and it removed its state file and registry entry.
+func TestSignalStopsCleanly(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			registry := filepath.Join(t.TempDir(), "servers.json")
+			s := start(t, home, registry)
+			client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+			cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: s.Stdout(), Writer: s.Stdin()}, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { cs.Close() })
+			s.ready(t)
+			for _, v := range []string{"a", "b", "c"} {
+				mcptest.Call[struct{ Commit string }](t, cs, "update_preference", map[string]any{"key": "k" + v, "value": v})
+			}
+
+			require.NoError(t, syscall.Kill(s.Pid(), sig))
+			require.NoError(t, s.exit(t, hangAfter), "exit status 0")
+			assert.True(t, stateGone(t, home), "state file removed")
+			entries, err := statefile.NewRegistry(registry).List()
+			require.NoError(t, err)
+			assert.Empty(t, entries, "unregistered")
+
+			var p helios.Persona
+			require.NoError(t, atomicfile.ReadYAMLStrict(filepath.Join(home, "config", "personas", "default.yaml"), &p))
+			store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true})
+			require.NoError(t, err)
+			defer store.Close()
+			dirty, err := store.Dirty()
+			require.NoError(t, err)
+			assert.False(t, dirty, "everything committed")
+			committed, err := store.ReadAt("HEAD", "personas/default.yaml")
+			require.NoError(t, err)
+			for _, v := range []string{"a", "b", "c"} {
+				assert.Equal(t, v, p.Preferences["k"+v], "answered change %s on disk", v)
+				assert.Contains(t, string(committed), "k"+v+": "+v, "and committed")
+			}
+		})
+	}
 }
