@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,6 +60,47 @@ func TestNoHome(t *testing.T) {
 			require.Error(t, cmd.Run())
 			assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
 			assert.Equal(t, tt.want, stderr.String())
+		})
+	}
+}
+
+// TestHeliosHome: without --home, helios uses $HELIOS_HOME, then
+// ~/.helios; --home wins over both.
+func TestHeliosHome(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		heliosHome bool // set HELIOS_HOME
+		want       string
+	}{
+		{"HELIOS_HOME", nil, true, "helios-home"},
+		{"--home over HELIOS_HOME", []string{"--home", "{dir}/flag-home"}, true, "flag-home"},
+		{"~/.helios", nil, false, "user/.helios"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			env := []string{"HOME=" + filepath.Join(dir, "user"), "HELIOS_HOME="}
+			if tt.heliosHome {
+				env = append(env, "HELIOS_HOME="+filepath.Join(dir, "helios-home"))
+			}
+			var args []string
+			for _, a := range tt.args {
+				args = append(args, strings.ReplaceAll(a, "{dir}", dir))
+			}
+			cmd := exec.Command(heliosBin, append(args, "--registry", "")...) // stdin at EOF: install, then stop
+			cmd.Env = append(os.Environ(), env...)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			for _, home := range []string{"helios-home", "flag-home", "user/.helios"} {
+				stamp := filepath.Join(dir, home, ".version")
+				if home == tt.want {
+					assert.FileExists(t, stamp, "installed in %s", home)
+					assert.Contains(t, string(out), filepath.Join(dir, home), "logged")
+				} else {
+					assert.NoFileExists(t, stamp, "not installed in %s", home)
+				}
+			}
 		})
 	}
 }
