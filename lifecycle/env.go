@@ -26,12 +26,12 @@ import (
 // itself or, like a benchmark's reference server, none: Update, Commit,
 // Rollback and Files work the same, and State has only Home.
 type Env struct {
-	Home      string          // absolute home directory
-	ConfigDir string          // <home>/config, a git repository
-	Store     *gitstore.Store // the config repository; write through Update
-	Logger    *slog.Logger    // never nil
-	Boot      bootstrap.Result
-	Report    recovery.Report // what start-up recovery found and did
+	Home      string           // absolute home directory
+	ConfigDir string           // <home>/config, a git repository
+	Store     *gitstore.Store  // the config repository; write through Update
+	Logger    *slog.Logger     // never nil
+	Boot      bootstrap.Result // what bootstrap found and did: installed, resumed, upgraded, boots
+	Report    recovery.Report  // what start-up recovery found and did
 
 	mu sync.Mutex // one update at a time: the home has one writer
 	// unclosed closes the checkpoint of a failed Update that could not be

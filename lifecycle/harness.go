@@ -47,8 +47,10 @@ type Options struct {
 	NoToken bool
 
 	// Registry is the discovery registry file; "" means
-	// statefile.DefaultRegistryPath(). NoRegistry switches it off.
-	Registry   string
+	// statefile.DefaultRegistryPath().
+	Registry string
+	// NoRegistry switches the registry off: the server is not listed by
+	// `mcpkeep servers`.
 	NoRegistry bool
 
 	// Validate, if set, checks each config file during recovery.
@@ -58,9 +60,9 @@ type Options struct {
 	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
 	Logger          *slog.Logger  // nil = discard; binaries pass a stderr logger
 
-	// Stdin and Stdout replace os.Stdin and os.Stdout for the stdio
-	// transport (tests).
-	Stdin  io.Reader
+	// Stdin replaces os.Stdin for the stdio transport (tests).
+	Stdin io.Reader
+	// Stdout replaces os.Stdout for the stdio transport (tests).
 	Stdout io.Writer
 	// NoSignals stops Run from handling SIGINT and SIGTERM itself.
 	NoSignals bool

@@ -24,7 +24,8 @@ const module = "github.com/mcpkeep/mcpkeep"
 // fieldsDocumented lists the packages whose exported struct fields must
 // each have a comment, above or beside it, too. The others are to join
 // once their fields are documented.
-var fieldsDocumented = []string{"atomicfile", "statefile", "portmgr", "internal/failpoint", "internal/proc"}
+var fieldsDocumented = []string{"atomicfile", "statefile", "portmgr", "internal/failpoint", "internal/proc",
+	"lifecycle", "internal/helios", "internal/mcpserve", "internal/mcptest"}
 
 // pkg is what go list says of one package.
 type pkg struct {

@@ -38,15 +38,15 @@ const (
 
 // Base is config/base.yaml.
 type Base struct {
-	Name          string `yaml:"name" json:"name"`
-	ActivePersona string `yaml:"active_persona" json:"active_persona"`
+	Name          string `yaml:"name" json:"name"`                     // the configuration's name, "helios" by default
+	ActivePersona string `yaml:"active_persona" json:"active_persona"` // a persona's name, as in personas/<name>.yaml
 }
 
 // Persona is config/personas/<name>.yaml.
 type Persona struct {
-	Name        string            `yaml:"name" json:"name"`
-	Description string            `yaml:"description,omitempty" json:"description,omitempty"`
-	Preferences map[string]string `yaml:"preferences" json:"preferences"`
+	Name        string            `yaml:"name" json:"name"`                                   // the file's name without .yaml
+	Description string            `yaml:"description,omitempty" json:"description,omitempty"` // for people; optional
+	Preferences map[string]string `yaml:"preferences" json:"preferences"`                     // key (e.g. tone) to value
 }
 
 var (

@@ -32,11 +32,10 @@ const DefaultShutdownTimeout = 5 * time.Second
 
 // Options say which transports to serve.
 type Options struct {
-	// Stdio serves newline-delimited JSON-RPC on Stdin and Stdout
-	// (os.Stdin and os.Stdout when nil).
+	// Stdio serves newline-delimited JSON-RPC on Stdin and Stdout.
 	Stdio  bool
-	Stdin  io.Reader
-	Stdout io.Writer
+	Stdin  io.Reader // os.Stdin when nil
+	Stdout io.Writer // os.Stdout when nil
 	// Listener, if not nil, serves Streamable HTTP at /mcp.
 	Listener net.Listener
 	// Token is the bearer token every HTTP request but /healthz must carry.

@@ -36,8 +36,8 @@ func ToolCall(t testing.TB, id int, tool string, args any) string {
 // Bearer is an http.RoundTripper that sends Authorization: Bearer Token on
 // every request, through Base (http.DefaultTransport when nil).
 type Bearer struct {
-	Token string
-	Base  http.RoundTripper
+	Token string            // sent as is, after "Bearer "
+	Base  http.RoundTripper // http.DefaultTransport when nil
 }
 
 // RoundTrip implements http.RoundTripper.
