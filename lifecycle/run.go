@@ -40,6 +40,16 @@ import (
 // config, removes the state file, unregisters and unlocks. It returns nil
 // after a clean stop.
 //
+// A stop for a signal or ctx stops taking requests: a request already read
+// from stdin or being served over HTTP is answered, but one not yet read
+// from stdin is never read, and a new HTTP request is refused (503 Service
+// Unavailable, or no connection once the listener is closed); the client
+// must send those again to the next server. Every change the server
+// answered is durable all the same: Env.Update commits before a tool
+// returns, and what was changed by hand is committed before Run returns. A
+// call still running at ShutdownTimeout loses its answer, and its change,
+// made all or nothing, may or may not have happened.
+//
 // The state file a dead server left behind loses its bearer token before
 // recovery moves it to backups/: the token grants nothing any more, and
 // backups/ is kept.
