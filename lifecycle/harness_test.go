@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -113,17 +114,29 @@ func run(t *testing.T, opts lifecycle.Options) *running {
 	t.Helper()
 	r := &running{opts: opts, done: make(chan error, 1)}
 	var stdoutR io.Reader
+	closeStdio := func(error) {}
 	if !opts.NoStdio {
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
 		r.opts.Stdin, r.opts.Stdout, r.stdin, stdoutR = inR, outW, inW, outR
 		t.Cleanup(func() { inW.Close(); outR.Close() })
+		// A Run that returns before it serves must fail the client's
+		// Connect, not leave it blocked on a pipe nobody reads.
+		closeStdio = func(err error) {
+			err = fmt.Errorf("Run returned: %v", err)
+			inR.CloseWithError(err)
+			outW.CloseWithError(err)
+		}
 	}
 	h, err := lifecycle.New(r.opts)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	r.cancel = cancel
-	go func() { r.done <- h.Run(ctx) }()
+	go func() {
+		err := h.Run(ctx)
+		closeStdio(err)
+		r.done <- err
+	}()
 	t.Cleanup(func() {
 		cancel()
 		r.wait(t)
