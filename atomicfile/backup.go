@@ -42,7 +42,7 @@ func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
 		perm = DefaultPerm
 	}
 	dir := filepath.Dir(path)
-	t, err := newTemp(path, perm)
+	t, err := newTemp(path, "", perm)
 	if err != nil {
 		return "", targetError("write", path, err)
 	}
@@ -80,14 +80,16 @@ const tempMarker = ".mcpkeep-tmp"
 // random non-negative int64.
 var tempName = regexp.MustCompile(`^\..+` + regexp.QuoteMeta(tempMarker) + `[0-9]+$`)
 
-// newTemp creates the temporary file for path, in path's directory and with
-// mode perm (the umask is not applied). renameio names a temporary file "."
-// + the base name of the path it is given + random digits: it is given
-// path + tempMarker, so that the name says whose file it is. Only the name
-// comes from that path: the callers rename or link the file to path
-// themselves.
-func newTemp(path string, perm fs.FileMode) (*renameio.PendingFile, error) {
-	dir := filepath.Dir(path)
+// newTemp creates the temporary file for path, in dir (path's directory
+// when empty) and with mode perm (the umask is not applied). renameio names
+// a temporary file "." + the base name of the path it is given + random
+// digits: it is given path + tempMarker, so that the name says whose file
+// it is. Only the name comes from that path: the callers rename or link the
+// file to path themselves.
+func newTemp(path, dir string, perm fs.FileMode) (*renameio.PendingFile, error) {
+	if dir == "" {
+		dir = filepath.Dir(path)
+	}
 	return renameio.NewPendingFile(filepath.Join(dir, filepath.Base(path)+tempMarker),
 		renameio.WithTempDir(dir), renameio.WithStaticPermissions(perm))
 }

@@ -18,6 +18,14 @@ type File struct {
 	Path string      // the file to replace
 	Data []byte      // its new bytes
 	Perm fs.FileMode // as WriteFile's perm: 0 keeps an existing file's mode
+	// TempDir, when not empty, is where the temporary file is made instead
+	// of Path's directory; it must be on Path's file system. Only Path's
+	// directory is fsynced after the rename, so a crash may leave the
+	// temporary file in TempDir, where CleanTemps(TempDir) finds it. For
+	// writers of many directories that want their leftovers in one place
+	// (gitstore makes its loose objects' in objects/, not in each of 256
+	// fan-out directories it would otherwise have to search at every start).
+	TempDir string
 }
 
 // errTwice reports a path named twice in one WriteFiles call.
@@ -65,7 +73,7 @@ func WriteFiles(files ...File) error {
 		if err != nil {
 			return err
 		}
-		t, err := newTemp(f.Path, perm)
+		t, err := newTemp(f.Path, f.TempDir, perm)
 		if err != nil {
 			return targetError("write", f.Path, err)
 		}

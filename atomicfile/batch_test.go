@@ -17,7 +17,10 @@ import (
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
-const batchDirEnv = "ATOMICFILE_BATCH_DIR"
+const (
+	batchDirEnv     = "ATOMICFILE_BATCH_DIR"
+	batchTempDirEnv = "ATOMICFILE_BATCH_TEMPDIR" // File.TempDir of every file, if set
+)
 
 // batchPaths are the three files a batch replaces, in order: two in one
 // directory and one in another, so that a batch fsyncs two directories.
@@ -58,7 +61,11 @@ func TestHelperBatchWriter(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	if err := atomicfile.WriteFiles(batch(batchPaths(dir))...); err != nil {
+	files := batch(batchPaths(dir))
+	for i := range files {
+		files[i].TempDir = os.Getenv(batchTempDirEnv)
+	}
+	if err := atomicfile.WriteFiles(files...); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
@@ -287,4 +294,49 @@ func TestErrorsNameTheTarget(t *testing.T) {
 		require.ErrorAs(t, err, &pe)
 		assert.Equal(t, path, pe.Path)
 	})
+}
+
+// TestWriteFilesTempDir: with File.TempDir the temporary files are made
+// there, not beside their targets: a kill before the renames leaves them in
+// TempDir alone, where CleanTemps finds them, and a write that returns
+// leaves none anywhere.
+func TestWriteFilesTempDir(t *testing.T) {
+	dir := t.TempDir()
+	paths := writeOld(t, dir)
+	temps := filepath.Join(dir, "temps")
+	require.NoError(t, os.Mkdir(temps, 0o700))
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperBatchWriter$")
+	cmd.Env = append(os.Environ(), batchDirEnv+"="+dir, batchTempDirEnv+"="+temps,
+		failpoint.EnvVar+"=atomicfile.before-rename=kill@2")
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.True(t, ee.Sys().(syscall.WaitStatus).Signaled())
+	for _, d := range []string{dir, filepath.Join(dir, "sub")} {
+		removed, err := atomicfile.CleanTemps(d)
+		require.NoError(t, err)
+		assert.Empty(t, removed, "no temporary file beside the targets in %s", d)
+	}
+	removed, err := atomicfile.CleanTemps(temps)
+	require.NoError(t, err)
+	assert.Len(t, removed, 2, "the two files not yet renamed left theirs in TempDir")
+	got, err := os.ReadFile(paths[0])
+	require.NoError(t, err)
+	assert.Equal(t, newVersion(0), got, "the first was renamed across directories")
+
+	files := batch(paths)
+	for i := range files {
+		files[i].TempDir = temps
+	}
+	require.NoError(t, atomicfile.WriteFiles(files...))
+	for i, p := range paths {
+		got, err := os.ReadFile(p)
+		require.NoError(t, err)
+		assert.Equal(t, newVersion(i), got)
+		assert.Equal(t, os.FileMode(0o600), mode(t, p))
+	}
+	entries, err := os.ReadDir(temps)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
 }
