@@ -128,15 +128,21 @@ func (b *treeBuilder) flush() error {
 	if len(b.pending) == 0 {
 		return nil
 	}
-	for _, f := range b.pending {
-		if err := atomicfile.MkdirAll(filepath.Dir(f.Path), 0o755); err != nil {
+	objects := filepath.Join(b.s.gitDir, "objects")
+	for i := range b.pending {
+		if err := atomicfile.MkdirAll(filepath.Dir(b.pending[i].Path), 0o755); err != nil {
 			return err
 		}
+		// Temporary files in objects/, not in the fan-out directories:
+		// Open looks for those a crash left there, and only there.
+		b.pending[i].TempDir = objects
 	}
 	if err := atomicfile.WriteFiles(b.pending...); err != nil {
 		return err
 	}
-	b.s.loose += len(b.pending)
+	if b.s.loose >= 0 { // else not counted yet: maybePack counts them
+		b.s.loose += len(b.pending)
+	}
 	b.pending, b.queued = nil, nil
 	return nil
 }

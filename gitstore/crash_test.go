@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -209,5 +210,42 @@ func TestInitKilledAtItsHEADWrite(t *testing.T) {
 			git(t, dir, "fsck", "--full", "--strict")
 			assert.Equal(t, "main", strings.TrimSpace(git(t, dir, "branch", "--show-current")))
 		})
+	}
+}
+
+// TestObjectTempsAreInObjectsDir: a commit killed while writing its loose
+// objects leaves their temporary files in objects/, never in a fan-out
+// directory (which Open does not list), and Open removes them.
+func TestObjectTempsAreInObjectsDir(t *testing.T) {
+	dir := t.TempDir()
+	// Rename 1 is Init's HEAD; 2 is the first commit's first object.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCommitLoop$")
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, failpoint.EnvVar+"=atomicfile.before-rename=kill@2")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	require.True(t, ee.Sys().(syscall.WaitStatus).Signaled(), "%s", out)
+
+	objects := filepath.Join(dir, ".git", "objects")
+	var temps []string
+	err = filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if gitstore.IsTemp(d.Name()) {
+			assert.Equal(t, objects, filepath.Dir(p), "a temporary file in a fan-out directory: %s", p)
+			temps = append(temps, p)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, temps, "the kill left the objects' temporary files")
+
+	s, err := gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Len(t, s.Repairs(), len(temps))
+	for _, p := range temps {
+		assert.NoFileExists(t, p)
 	}
 }

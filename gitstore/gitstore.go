@@ -256,7 +256,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := s.repairIndex(); err != nil {
 		return nil, err
 	}
-	s.loose = found.loose
+	s.loose = -1 // counted at the first Commit (maybePack)
 	for _, r := range s.repairs {
 		s.log.Warn("gitstore: repaired", "repo", abs, "what", r)
 	}
@@ -333,12 +333,13 @@ func IsTemp(name string) bool {
 type gitFiles struct {
 	temps []string // temporary files of interrupted writes (IsTemp)
 	locks []string // *.lock files outside objects/
-	loose int      // loose objects
 }
 
-// scanGit walks .git once: Open used to walk it for temporary files, again
-// for locks, and then list every fan-out directory to count loose objects,
-// and a start opens the repository twice (recovery, then the server).
+// scanGit walks .git once, but for the fan-out directories of loose
+// objects: no temporary file is made in those (gitstore makes its loose
+// objects' in objects/, go-git its packs' in objects/pack), and listing up
+// to 256 of them was most of the cost of opening a repository with some
+// history, which a server's start does twice (recovery, then the harness).
 func (s *Store) scanGit() (gitFiles, error) {
 	var found gitFiles
 	objects := filepath.Join(s.gitDir, "objects")
@@ -349,21 +350,30 @@ func (s *Store) scanGit() (gitFiles, error) {
 		if err != nil {
 			return err
 		}
+		if d.IsDir() {
+			if filepath.Dir(p) == objects && isFanOut(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		name, dir := d.Name(), filepath.Dir(p)
-		switch {
+		switch name := d.Name(); {
 		case IsTemp(name):
 			found.temps = append(found.temps, p)
-		case filepath.Dir(dir) == objects && len(filepath.Base(dir)) == 2:
-			found.loose++
 		case strings.HasSuffix(name, ".lock") && !strings.HasPrefix(p, objects+string(filepath.Separator)):
 			found.locks = append(found.locks, p)
 		}
 		return nil
 	})
 	return found, err
+}
+
+// isFanOut reports whether name is that of a fan-out directory of loose
+// objects: two hex digits.
+func isFanOut(name string) bool {
+	return len(name) == 2 && strings.Trim(name, "0123456789abcdef") == ""
 }
 
 // cleanTemps removes the temporary files of interrupted writes. Only the

@@ -72,7 +72,16 @@ type pack struct {
 // the packs it replaces are deleted only after that, so a crash at any
 // point loses nothing: at worst some objects are in two places.
 func (s *Store) maybePack() error {
-	if s.opts.PackThreshold < 0 || s.loose <= s.opts.PackThreshold {
+	if s.opts.PackThreshold < 0 {
+		return nil
+	}
+	if s.loose < 0 {
+		// Counted at the first Commit, not at Open: listing every fan-out
+		// directory is the largest part of opening a repository with some
+		// history, and a server's start, or mcpkeep status, needs no count.
+		s.loose = s.countLoose()
+	}
+	if s.loose <= s.opts.PackThreshold {
 		return nil
 	}
 	if err := failpoint.Hit("gitstore.before-pack"); err != nil {
