@@ -98,7 +98,12 @@ func (r *runner) temps(context.Context) error {
 			return err
 		}
 		if d.IsDir() {
-			if p == configGit {
+			// config/.git is gitstore's to clean; and no temporary file is
+			// made in the fan-out directories of loose objects (gitstore
+			// makes those in objects/), which in the copies of config/ in
+			// backups/ would be up to 256 directories each to list at every
+			// start.
+			if p == configGit || isFanOut(p) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -117,6 +122,14 @@ func (r *runner) temps(context.Context) error {
 		}
 		return atomicfile.SyncDir(filepath.Dir(p))
 	})
+}
+
+// isFanOut reports whether dir is a fan-out directory of loose objects:
+// .git/objects/ and two hex digits.
+func isFanOut(dir string) bool {
+	name, parent := filepath.Base(dir), filepath.Dir(dir)
+	return len(name) == 2 && strings.Trim(name, "0123456789abcdef") == "" &&
+		filepath.Base(parent) == "objects" && filepath.Base(filepath.Dir(parent)) == ".git"
 }
 
 // gitLocks removes the *.lock files in the config repository: stale,
