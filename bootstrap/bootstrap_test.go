@@ -60,6 +60,7 @@ func TestDetect(t *testing.T) {
 	}{
 		{"", false, 1, bootstrap.Fresh},
 		{"fresh-empty", false, 1, bootstrap.Fresh},
+		{"fresh-lock-copy", false, 1, bootstrap.Fresh}, // the lock's files, backups/ with a garbage PID file's copy
 		{"ready", true, 1, bootstrap.Ready},
 		{"ready", true, 0, bootstrap.Ready},
 		{"needs-upgrade", true, 2, bootstrap.NeedsUpgrade},

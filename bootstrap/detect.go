@@ -29,9 +29,11 @@ type stamp struct {
 	Boots          int       `json:"boots"`
 }
 
-// ignored are the files that may exist in a home before its install: the
-// lock takes the home first.
-var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true}
+// ignored are what may exist in a home before its install: the lock takes
+// the home first, and keeps in backups/ the copy of a garbage PID file it
+// reclaims. An install that stopped after making backups/ alone is
+// finished by a fresh install just as well.
+var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true, BackupsDir: true}
 
 // Detect reads the home's state. schema is the caller's current schema
 // version; 0 means "do not judge" (for operator tools that do not know the

@@ -75,37 +75,3 @@ func inLayout(name string, extraDirs []string) bool {
 	// files (of .version and state.json).
 	return strings.HasPrefix(name, LockFile) || strings.HasPrefix(name, healthProbe) || atomicfile.IsTemp(name)
 }
-
-// onlyLockCopies reports whether home holds nothing but what TryLock puts
-// in a home not yet installed: the lock files, and backups/ with copies of
-// a garbage PID file it reclaimed. bootstrap takes the backups/ directory
-// for an interrupted install; the home is as fresh as an empty one.
-func onlyLockCopies(home string) bool {
-	entries, err := os.ReadDir(home)
-	if err != nil {
-		return false
-	}
-	copies := false
-	for _, e := range entries {
-		switch name := e.Name(); {
-		case name == bootstrap.BackupsDir && e.IsDir():
-			copies = true
-		case name == LockFile, name == FlockFile, name == statefile.FileName:
-		default:
-			return false
-		}
-	}
-	if !copies {
-		return false
-	}
-	backups, err := os.ReadDir(filepath.Join(home, bootstrap.BackupsDir))
-	if err != nil {
-		return false
-	}
-	for _, e := range backups {
-		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), LockFile+".") || !strings.HasSuffix(e.Name(), ".bak") {
-			return false
-		}
-	}
-	return true
-}

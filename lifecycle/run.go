@@ -98,15 +98,9 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 
 	spec := o.Spec
 	spec.Home, spec.Logger = o.Home, log
-	fresh := onlyLockCopies(o.Home)
 	boot, err := bootstrap.Ensure(ctx, spec)
 	if err != nil {
 		return err
-	}
-	if fresh && boot.Resumed && !boot.Upgraded {
-		// The lock's copy of a garbage PID file is all there was.
-		boot.Before = bootstrap.Info{State: bootstrap.Fresh, Detail: "home is empty but for a copy of a garbage lock file"}
-		boot.Installed, boot.Resumed = true, false
 	}
 	log.Info("home ready", "state", boot.After.State.String(), "schema", boot.After.Schema, "boots", boot.After.Boots)
 
