@@ -50,10 +50,6 @@ import (
 // call still running at ShutdownTimeout loses its answer, and its change,
 // made all or nothing, may or may not have happened.
 //
-// The state file a dead server left behind loses its bearer token before
-// recovery moves it to backups/: the token grants nothing any more, and
-// backups/ is kept.
-//
 // The lock is taken before bootstrap, not after: two first starts racing on
 // one fresh home must not both install it.
 func (h *Harness) Run(ctx context.Context) (err error) {
@@ -86,15 +82,6 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	}
 	statePath := filepath.Join(o.Home, statefile.FileName)
 	prev, _ := statefile.Read(statePath) // the last run's port, if any; recovery moves a stale file away
-	if prev != nil && prev.Token != "" && !prev.Alive() {
-		// A dead server's: recovery keeps it in backups/, where its token,
-		// which grants nothing now, would look like a secret for good.
-		dead := *prev
-		dead.Token = ""
-		if err := statefile.Write(statePath, &dead); err != nil {
-			log.Warn("could not clear the dead server's token from its state file before recovery keeps it", "path", statePath, "err", err)
-		}
-	}
 
 	spec := o.Spec
 	spec.Home, spec.Logger = o.Home, log
