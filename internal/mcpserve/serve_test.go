@@ -38,6 +38,10 @@ func testServer() *mcp.Server {
 			time.Sleep(20 * time.Millisecond) // the tool's own work
 			return nil, echoOut{N: in.N}, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "ping_client", Description: "ping the client: a request from the server"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, echoOut, error) {
+			return nil, echoOut{N: 1}, req.Session.Ping(ctx, nil)
+		})
 	return s
 }
 

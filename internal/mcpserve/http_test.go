@@ -1,0 +1,170 @@
+package mcpserve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+)
+
+// rawClient sends raw JSON-RPC messages over Streamable HTTP, as a client
+// of another SDK would, so that a test sees the status codes and bodies
+// the go-sdk client hides.
+type rawClient struct {
+	url, token string
+	session    string // Mcp-Session-Id, once initialized
+	version    string // Mcp-Protocol-Version to send; "" sends none
+}
+
+// request returns a POST of body with the client's headers.
+func (c *rawClient) request(t *testing.T, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.url+"/mcp", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	if c.version != "" {
+		req.Header.Set("Mcp-Protocol-Version", c.version)
+	}
+	return req
+}
+
+// post POSTs body and returns the response with its body read.
+func (c *rawClient) post(t *testing.T, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(c.request(t, body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, data
+}
+
+// rpcResponse is a JSON-RPC response as a test reads it.
+type rpcResponse struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call POSTs a request and returns its JSON-RPC response, from a JSON body
+// or from the first data line of an event stream; it fails t unless the
+// status is 200.
+func (c *rawClient) call(t *testing.T, body string) (*http.Response, rpcResponse) {
+	t.Helper()
+	resp, data := c.post(t, body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", data)
+	media, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	require.NoError(t, err)
+	if media == "text/event-stream" {
+		data = newEvents(bytes.NewReader(data)).next(t)
+	}
+	var msg rpcResponse
+	require.NoError(t, json.Unmarshal(data, &msg), "%s", data)
+	return resp, msg
+}
+
+// events reads the data of the events of an event stream.
+type events struct{ sc *bufio.Scanner }
+
+func newEvents(r io.Reader) *events { return &events{sc: bufio.NewScanner(r)} }
+
+// next returns the data of the next event that has some, failing t at the
+// end of the stream.
+func (e *events) next(t *testing.T) []byte {
+	t.Helper()
+	for e.sc.Scan() {
+		if d, ok := strings.CutPrefix(e.sc.Text(), "data:"); ok && strings.TrimSpace(d) != "" {
+			return []byte(d)
+		}
+	}
+	require.NoError(t, e.sc.Err())
+	require.FailNow(t, "the event stream ended with no more data")
+	return nil
+}
+
+// TestHTTPAcceptsNotificationsAndResponses: a POST of a notification or of
+// a response, no request in it, is accepted with 202 and no body (MCP
+// Streamable HTTP: "the server MUST return HTTP status code 202 Accepted
+// with no body"), and the session goes on. A seed project's client took
+// 202 for an error.
+func TestHTTPAcceptsNotificationsAndResponses(t *testing.T) {
+	url, _, _ := startHTTP(t, "tok", nil)
+	c := &rawClient{url: url, token: "tok"}
+	resp, init := c.call(t, mcptest.Initialize)
+	require.Nil(t, init.Error)
+	c.session, c.version = resp.Header.Get("Mcp-Session-Id"), "2025-06-18"
+	require.NotEmpty(t, c.session)
+
+	t.Run("initialized notification", func(t *testing.T) {
+		resp, body := c.post(t, mcptest.Initialized)
+		assert.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", body)
+		assert.Empty(t, body)
+	})
+
+	// ping_client's call is answered on an event stream; the server's ping
+	// comes first on it, and the client POSTs its answer on its own.
+	for i, tt := range []struct {
+		name, answer string
+		fails        bool
+	}{
+		{"result response", `"result":{}`, false},
+		{"error response", `"error":{"code":-32603,"message":"client is busy"}`, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A response the server never got would leave the call
+			// hanging: give up on it after failAfter.
+			ctx, cancel := context.WithTimeout(t.Context(), failAfter)
+			defer cancel()
+			call := c.request(t, rpc(10+i, "tools/call", map[string]any{"name": "ping_client", "arguments": map[string]any{}}))
+			resp, err := http.DefaultClient.Do(call.WithContext(ctx))
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			stream := newEvents(resp.Body)
+			var ping struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			require.NoError(t, json.Unmarshal(stream.next(t), &ping))
+			require.Equal(t, "ping", ping.Method)
+			require.NotEmpty(t, ping.ID)
+
+			answer, body := c.post(t, `{"jsonrpc":"2.0","id":`+string(ping.ID)+`,`+tt.answer+`}`)
+			assert.Equal(t, http.StatusAccepted, answer.StatusCode, "%s", body)
+			assert.Empty(t, body)
+
+			var res rpcResponse
+			require.NoError(t, json.Unmarshal(stream.next(t), &res), "the call is answered: the server got the response")
+			assert.JSONEq(t, strconv.Itoa(10+i), string(res.ID))
+			require.Nil(t, res.Error)
+			var out struct {
+				IsError bool `json:"isError"`
+			}
+			require.NoError(t, json.Unmarshal(res.Result, &out))
+			assert.Equal(t, tt.fails, out.IsError, "%s", res.Result)
+		})
+	}
+
+	_, list := c.call(t, rpc(1, "tools/list", map[string]any{}))
+	require.Nil(t, list.Error, "the session goes on")
+	assert.Contains(t, string(list.Result), `"slow_echo"`)
+}
