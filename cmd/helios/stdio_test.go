@@ -246,3 +246,84 @@ func TestSignalStopsCleanly(t *testing.T) {
 		})
 	}
 }
+
+// TestInitializeProtocolVersions: over stdio, helios initializes a client
+// of an older protocol version, answering with that version, and one of a
+// version it does not know, answering with one it supports (MCP version
+// negotiation); tools/list works after either. A seed project failed with
+// clients of another version than its own.
+func TestInitializeProtocolVersions(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	for _, tt := range []struct {
+		asked string
+		known bool
+	}{
+		{"2024-11-05", true},
+		{"2025-03-26", true},
+		{"2025-06-18", true},
+		{"2025-11-25", true},
+		{"1999-01-01", false},
+	} {
+		t.Run(tt.asked, func(t *testing.T) {
+			s := start(t, home, registry)
+			// A helios that never answers fails the read, not the package.
+			hung := time.AfterFunc(hangAfter, func() { s.Kill() })
+			defer hung.Stop()
+			out := bufio.NewScanner(s.Stdout())
+			read := func() (id int, result json.RawMessage) {
+				t.Helper()
+				require.True(t, out.Scan(), "no answer on stdout (%v); stderr:\n%s", out.Err(), s.Stderr())
+				jsonRPC(t, out.Bytes())
+				var resp struct {
+					ID     int             `json:"id"`
+					Result json.RawMessage `json:"result"`
+				}
+				require.NoError(t, json.Unmarshal(out.Bytes(), &resp))
+				require.NotNil(t, resp.Result, "%s", out.Bytes())
+				return resp.ID, resp.Result
+			}
+			write := func(msg map[string]any) {
+				t.Helper()
+				msg["jsonrpc"] = "2.0"
+				b, err := json.Marshal(msg)
+				require.NoError(t, err)
+				_, err = s.Stdin().Write(append(b, '\n'))
+				require.NoError(t, err)
+			}
+
+			write(map[string]any{"id": 0, "method": "initialize", "params": map[string]any{"protocolVersion": tt.asked,
+				"capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "test", "version": "v0"}}})
+			_, result := read()
+			var init struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			require.NoError(t, json.Unmarshal(result, &init), "%s", result)
+			if tt.known {
+				assert.Equal(t, tt.asked, init.ProtocolVersion, "a version helios supports is answered as asked")
+			} else {
+				assert.Contains(t, mcp.SupportedProtocolVersions(), init.ProtocolVersion, "an unknown version is answered with a supported one")
+			}
+			write(map[string]any{"method": "notifications/initialized"})
+			write(map[string]any{"id": 1, "method": "tools/list", "params": map[string]any{}})
+			id, result := read()
+			assert.Equal(t, 1, id)
+			var list struct {
+				Tools []struct{ Name string } `json:"tools"`
+			}
+			require.NoError(t, json.Unmarshal(result, &list), "%s", result)
+			var names []string
+			for _, tool := range list.Tools {
+				names = append(names, tool.Name)
+			}
+			slices.Sort(names)
+			assert.Equal(t, toolNames, names)
+
+			require.NoError(t, s.Stdin().Close())
+			for out.Scan() {
+				jsonRPC(t, out.Bytes())
+			}
+			require.NoError(t, s.exit(t, hangAfter), "a clean stop at stdin EOF; stderr:\n%s", s.Stderr())
+		})
+	}
+}
