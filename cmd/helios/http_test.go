@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -170,4 +171,58 @@ func TestNoStdio(t *testing.T) {
 		assert.Equal(t, "helios: --no-stdio needs --http ADDR: without stdio, HTTP is the only transport (see helios --help)\n", stderr.String())
 		assert.NoDirExists(t, home)
 	})
+}
+
+// TestStdoutIsOnlyJSONRPCWithHTTP: with --http, HTTP traffic while a stdio
+// session runs (a tool call, refused requests, a malformed one, /healthz)
+// writes nothing to stdout but the stdio session's JSON-RPC: a seed
+// project's HTTP logs went to stdout in this mode and broke its stdio
+// clients.
+func TestStdoutIsOnlyJSONRPCWithHTTP(t *testing.T) {
+	s := start(t, filepath.Join(t.TempDir(), "home"), filepath.Join(t.TempDir(), "servers.json"), "--http", "127.0.0.1:0")
+	cs, stdout := teeStdio(t, s)
+	st := s.ready(t)
+	useTools(t, cs)
+
+	t.Run("tool call with the token", func(t *testing.T) {
+		changed := mcptest.Call[struct{ Commit string }](t, connectHTTP(t, st), "update_preference", map[string]any{"key": "over", "value": "http"})
+		assert.NotEmpty(t, changed.Commit)
+	})
+	tests := []struct {
+		name string
+		mod  func(*http.Request)
+		want int
+	}{
+		{"no token", func(r *http.Request) { r.Header.Del("Authorization") }, http.StatusUnauthorized},
+		{"foreign Origin", func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }, http.StatusForbidden},
+		{"foreign Host", func(r *http.Request) { r.Host = "evil.example" }, http.StatusForbidden},
+		{"malformed body", func(r *http.Request) {
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader("{not json")), int64(len("{not json"))
+		}, http.StatusBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := post(t, st, tt.mod)
+			assert.Equal(t, tt.want, resp.StatusCode, body)
+		})
+	}
+	t.Run("healthz", func(t *testing.T) {
+		resp, err := http.Get(strings.TrimSuffix(st.HTTP.URL, "/mcp") + "/healthz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	})
+	// A stdio client that read a stray line has given up: assert, so that
+	// the check of stdout below still runs and shows the line.
+	_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "server_info"})
+	assert.NoError(t, err, "the stdio session still works")
+
+	assert.NoError(t, cs.Close()) // closes helios's stdin
+	lines := stdout()
+	for _, line := range lines {
+		jsonRPC(t, []byte(line))
+	}
+	assert.GreaterOrEqual(t, len(lines), 4, "one line per stdio response at least")
+	require.NoError(t, s.exit(t, hangAfter))
+	assert.NotEmpty(t, s.Stderr(), "logs go to stderr")
 }

@@ -81,12 +81,11 @@ func (w lenient) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestStdoutIsOnlyJSONRPC runs a session, tool errors and shutdown included,
-// and checks every line helios wrote to stdout is a JSON-RPC message: logs
-// and notices go to stderr.
-func TestStdoutIsOnlyJSONRPC(t *testing.T) {
-	s := start(t, filepath.Join(t.TempDir(), "home"), filepath.Join(t.TempDir(), "servers.json"))
-	// Every byte of stdout goes to raw, and on to the client while it reads.
+// teeStdio connects a client to s over its stdin and stdout. Every byte s
+// writes to stdout also goes to a copy, whose lines the returned func
+// gives once s has closed stdout (it fails t after hangAfter).
+func teeStdio(t *testing.T, s *server) (*mcp.ClientSession, func() []string) {
+	t.Helper()
 	var raw bytes.Buffer
 	toClient, tee := io.Pipe()
 	copied := make(chan error, 1)
@@ -98,6 +97,25 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
 	cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: toClient, Writer: s.Stdin()}, nil)
 	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs, func() []string {
+		t.Helper()
+		select {
+		case err := <-copied:
+			require.NoError(t, err)
+		case <-time.After(hangAfter):
+			t.Fatalf("stdout still open after %v; stderr:\n%s", hangAfter, s.Stderr())
+		}
+		return strings.Split(strings.TrimSuffix(raw.String(), "\n"), "\n")
+	}
+}
+
+// TestStdoutIsOnlyJSONRPC runs a session, tool errors and shutdown included,
+// and checks every line helios wrote to stdout is a JSON-RPC message: logs
+// and notices go to stderr.
+func TestStdoutIsOnlyJSONRPC(t *testing.T) {
+	s := start(t, filepath.Join(t.TempDir(), "home"), filepath.Join(t.TempDir(), "servers.json"))
+	cs, stdout := teeStdio(t, s)
 	useTools(t, cs)
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "get_persona", Arguments: map[string]any{"name": "nobody"}})
 	require.NoError(t, err)
@@ -105,15 +123,9 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 	mcptest.Call[map[string]any](t, cs, "server_info", nil)
 	require.NoError(t, cs.Close()) // closes helios's stdin
 	// Everything helios wrote, up to EOF, before Wait closes the pipe.
-	select {
-	case err := <-copied:
-		require.NoError(t, err)
-	case <-time.After(hangAfter):
-		t.Fatalf("stdout still open %v after stdin closed; stderr:\n%s", hangAfter, s.Stderr())
-	}
+	lines := stdout()
 	require.NoError(t, s.exit(t, hangAfter))
 
-	lines := strings.Split(strings.TrimSuffix(raw.String(), "\n"), "\n")
 	require.GreaterOrEqual(t, len(lines), 6, "one line per response at least")
 	for _, line := range lines {
 		jsonRPC(t, []byte(line))
