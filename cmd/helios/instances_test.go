@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,9 +60,11 @@ func TestSecondInstanceThenSIGKILL(t *testing.T) {
 	useTools(t, connectHTTP(t, now))
 }
 
-// TestTenInstances starts ten HTTP servers on ten homes at once: each gets
-// its own port, all answer, `mcpkeep servers` lists all, and after SIGTERM
-// the registry is empty.
+// TestTenInstances starts ten HTTP servers on ten homes at once: as soon
+// as each appears in the registry its URL answers (a seed project
+// registered after a sleep that guessed its port was bound), each gets its
+// own port, all answer, `mcpkeep servers` lists all, and after SIGTERM the
+// registry is empty.
 func TestTenInstances(t *testing.T) {
 	const n = 10
 	registry := filepath.Join(t.TempDir(), "servers.json")
@@ -72,15 +75,58 @@ func TestTenInstances(t *testing.T) {
 		home := filepath.Join(t.TempDir(), fmt.Sprintf("home%d", i))
 		wg.Go(func() { servers[i], errs[i] = startNoCleanup(t, home, registry, "--http", "127.0.0.1:0") })
 	}
-	wg.Wait()
-	for _, s := range servers {
-		if s != nil {
-			t.Cleanup(s.stop)
+	t.Cleanup(func() {
+		wg.Wait()
+		for _, s := range servers {
+			if s != nil {
+				s.stop()
+			}
 		}
+	})
+	started := make(chan struct{})
+	go func() { wg.Wait(); close(started) }()
+
+	// Each entry's /healthz is asked once, the moment the entry is first
+	// seen, with no retry: a refused connection fails the test.
+	reg := statefile.NewRegistry(registry)
+	answered := map[int]bool{} // by pid
+	deadline := time.Now().Add(hangAfter)
+	for len(answered) < n {
+		entries, err := reg.List()
+		require.NoError(t, err)
+		for _, e := range entries {
+			if answered[e.State.PID] {
+				continue
+			}
+			require.NotNil(t, e.State.HTTP, "pid %d registered without its URL", e.State.PID)
+			resp, err := http.Get(strings.TrimSuffix(e.State.HTTP.URL, "/mcp") + "/healthz")
+			require.NoError(t, err, "pid %d is registered at %s but does not answer there", e.State.PID, e.State.HTTP.URL)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, e.State.HTTP.URL)
+			answered[e.State.PID] = true
+		}
+		select {
+		case <-started:
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
+			for _, s := range servers {
+				if s.Exited() {
+					t.Fatalf("helios pid %d exited (%v); stderr:\n%s", s.Pid(), s.Wait(), s.Stderr())
+				}
+			}
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d servers in the registry after %v", len(answered), n, hangAfter)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
+	<-started
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
+
 	ports := map[int]bool{}
 	for _, s := range servers {
 		st := s.ready(t)
@@ -93,7 +139,6 @@ func TestTenInstances(t *testing.T) {
 	}
 	assert.Len(t, ports, n, "distinct ports")
 
-	// Registration follows the ready state file; poll for the last one.
 	listed := func() map[int]string {
 		cmd := exec.Command(mcpkeepBin, "servers", "--registry", registry, "--json")
 		var stderr bytes.Buffer
@@ -114,8 +159,8 @@ func TestTenInstances(t *testing.T) {
 		}
 		return pids
 	}
-	servers[0].poll(t, "all ten in `mcpkeep servers`", func() bool { return len(listed()) == n })
 	pids := listed()
+	assert.Len(t, pids, n, "all ten in `mcpkeep servers`")
 	for _, s := range servers {
 		assert.Contains(t, pids, s.Pid())
 		assert.NotEmpty(t, pids[s.Pid()], "pid %d has a URL", s.Pid())
