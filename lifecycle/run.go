@@ -91,15 +91,17 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	}
 	log.Info("home ready", "state", boot.After.State.String(), "schema", boot.After.Schema, "boots", boot.After.Boots)
 
-	// recovery logs each finding, with its remedy.
-	report, err := recovery.Run(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, Logger: log})
+	// recovery logs each finding, with its remedy, and hands on the config
+	// repository it checked.
+	report, store, err := recovery.RunAndOpen(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, Logger: log})
 	if err != nil {
 		return err
 	}
 	configDir := filepath.Join(o.Home, "config")
-	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: log})
-	if err != nil {
-		return err
+	if store == nil { // recovery could not open it and reported why; this says it again, as the error
+		if store, err = gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: log}); err != nil {
+			return err
+		}
 	}
 	defer store.Close()
 

@@ -547,3 +547,36 @@ func TestFindingsAreLoggedWithTheirRemedy(t *testing.T) {
 	assert.Contains(t, buf.String(), "kind=corrupt-config path=config/personas/new.yaml")
 	assert.Contains(t, buf.String(), `remedy="`+r.Findings[0].Remedy+`"`)
 }
+
+// TestRunAndOpen: the store RunAndOpen hands on is the repository it
+// repaired, open and usable; none for a home not installed; a read-only
+// one for a dry run.
+func TestRunAndOpen(t *testing.T) {
+	home := newHome(t)
+	put(t, home, "config/personas/default.yaml", []byte("name: default\npreferences:\n  tone: warm\n"))
+
+	report, store, err := recovery.RunAndOpen(t.Context(), recovery.Options{Home: home, DryRun: true})
+	require.NoError(t, err)
+	require.NotNil(t, store)
+	assert.Equal(t, []string{recovery.KindUncommitted}, kinds(report))
+	_, err = store.Commit("no")
+	require.ErrorIs(t, err, gitstore.ErrReadOnly, "a dry run's store is read-only")
+	require.NoError(t, store.Close())
+
+	report, store, err = recovery.RunAndOpen(t.Context(), recovery.Options{Home: home})
+	require.NoError(t, err)
+	require.NotNil(t, store)
+	defer store.Close()
+	assert.Equal(t, []string{recovery.KindUncommitted}, kinds(report))
+	dirty, err := store.Dirty()
+	require.NoError(t, err)
+	assert.False(t, dirty, "the store is the repository recovery committed in")
+	put(t, home, "config/personas/default.yaml", []byte("name: default\npreferences:\n  tone: cool\n"))
+	hash, err := store.Commit("after recovery")
+	require.NoError(t, err)
+	assert.NotEmpty(t, hash, "and it commits")
+
+	_, store, err = recovery.RunAndOpen(t.Context(), recovery.Options{Home: filepath.Join(t.TempDir(), "none")})
+	require.NoError(t, err)
+	assert.Nil(t, store, "no repository, no store")
+}

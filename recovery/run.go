@@ -30,7 +30,8 @@ type runner struct {
 	home       string
 	log        *slog.Logger
 	report     Report
-	unreadable int // config files that could not be read
+	unreadable int             // config files that could not be read
+	store      *gitstore.Store // the config repository, once the config step opened it
 }
 
 // Run checks the home and, unless opts.DryRun, repairs it. See the package
@@ -38,12 +39,26 @@ type runner struct {
 // could not be checked at all (permissions, I/O); everything else is a
 // Finding.
 func Run(ctx context.Context, opts Options) (Report, error) {
+	report, store, err := RunAndOpen(ctx, opts)
+	if store != nil {
+		err = errors.Join(err, store.Close())
+	}
+	return report, err
+}
+
+// RunAndOpen is Run that also returns the config repository it checked,
+// still open, for a caller that goes on to use it and closes it: a
+// server's start then opens the repository once, not twice (the harness
+// serves with it). The store is nil when the home is not installed, when
+// the repository could not be opened (a finding says why) and on error;
+// with opts.DryRun it is read-only.
+func RunAndOpen(ctx context.Context, opts Options) (Report, *gitstore.Store, error) {
 	if opts.Home == "" {
-		return Report{}, errors.New("recovery: Options.Home is empty")
+		return Report{}, nil, errors.New("recovery: Options.Home is empty")
 	}
 	home, err := filepath.Abs(opts.Home)
 	if err != nil {
-		return Report{}, err
+		return Report{}, nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -53,18 +68,22 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); errors.Is(err, fs.ErrNotExist) {
 		r.add(Finding{Kind: KindNotInstalled, Path: ConfigDir, Action: "none",
 			Detail: "no config repository", Remedy: "start the server once to install the home"})
-		return r.report, nil
+		return r.report, nil, nil
 	}
 	steps := []func(context.Context) error{r.temps, r.gitLocks, r.staleState, r.checkpoints, r.dirs, r.config}
 	for _, step := range steps {
-		if err := ctx.Err(); err != nil {
-			return r.report, err
+		err := ctx.Err()
+		if err == nil {
+			err = step(ctx)
 		}
-		if err := step(ctx); err != nil {
-			return r.report, err
+		if err != nil {
+			if r.store != nil {
+				err = errors.Join(err, r.store.Close())
+			}
+			return r.report, nil, err
 		}
 	}
-	return r.report, nil
+	return r.report, r.store, nil
 }
 
 func (r *runner) add(f Finding) {
@@ -402,7 +421,7 @@ func (r *runner) config(ctx context.Context) error {
 			Remedy: "the config repository cannot be opened; restore " + ConfigDir + " from " + BackupsDir + "/ or reinstall"})
 		return nil
 	}
-	defer store.Close()
+	r.store = store // RunAndOpen's caller, or Run, closes it
 	for _, msg := range store.Repairs() {
 		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
 	}
