@@ -129,8 +129,13 @@ func (b *treeBuilder) flush() error {
 		return nil
 	}
 	objects := filepath.Join(b.s.gitDir, "objects")
+	made := false // a fan-out directory, whose entry in objects/ is not durable yet
 	for i := range b.pending {
-		if err := atomicfile.MkdirAll(filepath.Dir(b.pending[i].Path), 0o755); err != nil {
+		err := os.Mkdir(filepath.Dir(b.pending[i].Path), 0o755)
+		switch {
+		case err == nil:
+			made = true
+		case !errors.Is(err, fs.ErrExist):
 			return err
 		}
 		// Temporary files in objects/, not in the fan-out directories:
@@ -139,6 +144,14 @@ func (b *treeBuilder) flush() error {
 	}
 	if err := atomicfile.WriteFiles(b.pending...); err != nil {
 		return err
+	}
+	// The new fan-out directories' entries, once for them all (fsyncing
+	// objects/ after each mkdir was a quarter of a young repository's
+	// Commit): before the ref names what is in them, as the objects are.
+	if made {
+		if err := atomicfile.SyncDir(objects); err != nil {
+			return err
+		}
 	}
 	if b.s.loose >= 0 { // else not counted yet: maybePack counts them
 		b.s.loose += len(b.pending)
