@@ -2,11 +2,9 @@ package lifecycle_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"testing/fstest"
 
@@ -74,39 +72,8 @@ func TestRunStdioAndHTTPUpdateAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	defer web.Close()
 
-	type call struct {
-		key, value string
-		res        *mcp.CallToolResult
-		err        error
-	}
-	calls := make([]call, 0, 2*n)
-	for _, transport := range []string{"stdio", "http"} {
-		for i := range n {
-			calls = append(calls, call{key: fmt.Sprintf("%s%02d", transport, i), value: fmt.Sprintf("v%02d", i)})
-		}
-	}
-	var wg sync.WaitGroup
-	for i := range calls {
-		c, cs := &calls[i], r.client
-		if i >= n {
-			cs = web
-		}
-		wg.Go(func() {
-			c.res, c.err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "set",
-				Arguments: setArgs{Key: c.key, Value: c.value}})
-		})
-	}
-	wg.Wait()
-	acked := map[string]string{} // commit hash by key
-	for _, c := range calls {
-		require.NoError(t, c.err, c.key)
-		require.False(t, c.res.IsError, "%s: %s", c.key, mcptest.Text(c.res))
-		out, ok := c.res.StructuredContent.(map[string]any)
-		require.True(t, ok, "%s: %v", c.key, c.res.StructuredContent)
-		hash, _ := out["commit"].(string)
-		require.NotEmpty(t, hash, "%s is acknowledged with a commit", c.key)
-		acked[c.key] = hash
-	}
+	calls := mcptest.UpdateAtOnce(t, n, "set", func(key, value string) any { return setArgs{Key: key, Value: value} },
+		map[string]*mcp.ClientSession{"stdio": r.client, "http": web})
 	require.NoError(t, web.Close())
 	require.NoError(t, r.stop(t))
 
@@ -114,7 +81,7 @@ func TestRunStdioAndHTTPUpdateAtOnce(t *testing.T) {
 	config := filepath.Join(opts.Home, "config")
 	require.NoError(t, atomicfile.ReadYAMLStrict(filepath.Join(config, kvFile), &kv))
 	for _, c := range calls {
-		assert.Equal(t, c.value, kv[c.key], "%s on disk", c.key)
+		assert.Equal(t, c.Value, kv[c.Key], "%s on disk", c.Key)
 	}
 	store, err := gitstore.Open(config, &gitstore.Options{ReadOnly: true})
 	require.NoError(t, err)
@@ -126,8 +93,8 @@ func TestRunStdioAndHTTPUpdateAtOnce(t *testing.T) {
 		messages[c.Hash] = c.Message
 	}
 	assert.Len(t, history, 2*n+1, "the install's commit and one per change")
-	for key, hash := range acked {
-		assert.Equal(t, "set "+key, messages[hash], "the commit acknowledged for %s", key)
+	for _, c := range calls {
+		assert.Equal(t, "set "+c.Key, messages[c.Commit], "the commit acknowledged for %s", c.Key)
 	}
 	status, err := exec.Command("git", "-c", "safe.directory=*", "-C", config, "status", "--porcelain").Output()
 	require.NoError(t, err)

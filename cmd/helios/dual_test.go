@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,39 +41,9 @@ func TestStdioAndHTTPUpdateAtOnce(t *testing.T) {
 	t.Cleanup(func() { stdio.Close() })
 	web := connectHTTP(t, s.ready(t))
 
-	type call struct {
-		key, value string
-		res        *mcp.CallToolResult
-		err        error
-	}
-	calls := make([]call, 0, 2*n)
-	for _, transport := range []string{"stdio", "http"} {
-		for i := range n {
-			calls = append(calls, call{key: fmt.Sprintf("%s%02d", transport, i), value: fmt.Sprintf("v%02d", i)})
-		}
-	}
-	var wg sync.WaitGroup
-	for i := range calls {
-		c, cs := &calls[i], stdio
-		if i >= n {
-			cs = web
-		}
-		wg.Go(func() {
-			c.res, c.err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "update_preference",
-				Arguments: map[string]any{"key": c.key, "value": c.value}})
-		})
-	}
-	wg.Wait()
-	acked := map[string]string{} // commit hash by key
-	for _, c := range calls {
-		require.NoError(t, c.err, c.key)
-		require.False(t, c.res.IsError, "%s: %s", c.key, mcptest.Text(c.res))
-		out, ok := c.res.StructuredContent.(map[string]any)
-		require.True(t, ok, "%s: %v", c.key, c.res.StructuredContent)
-		hash, _ := out["commit"].(string)
-		require.NotEmpty(t, hash, "%s is acknowledged with a commit", c.key)
-		acked[c.key] = hash
-	}
+	calls := mcptest.UpdateAtOnce(t, n, "update_preference",
+		func(key, value string) any { return map[string]any{"key": key, "value": value} },
+		map[string]*mcp.ClientSession{"stdio": stdio, "http": web})
 
 	require.NoError(t, stdio.Close()) // closes helios's stdin
 	require.NoError(t, s.exit(t, hangAfter), "a clean stop at stdin EOF")
@@ -83,7 +51,7 @@ func TestStdioAndHTTPUpdateAtOnce(t *testing.T) {
 	var p helios.Persona
 	require.NoError(t, atomicfile.ReadYAMLStrict(filepath.Join(home, "config", "personas", "default.yaml"), &p))
 	for _, c := range calls {
-		assert.Equal(t, c.value, p.Preferences[c.key], "%s on disk", c.key)
+		assert.Equal(t, c.Value, p.Preferences[c.Key], "%s on disk", c.Key)
 	}
 	config := filepath.Join(home, "config")
 	subjects := map[string]string{} // subject by commit hash
@@ -96,8 +64,8 @@ func TestStdioAndHTTPUpdateAtOnce(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2*n, updates, "one commit per change")
-	for key, hash := range acked {
-		assert.Equal(t, "update_preference default."+key, subjects[hash], "the commit acknowledged for %s", key)
+	for _, c := range calls {
+		assert.Equal(t, "update_preference default."+c.Key, subjects[c.Commit], "the commit acknowledged for %s", c.Key)
 	}
 	assert.Empty(t, git(t, config, "status", "--porcelain"), "a clean work tree")
 

@@ -5,8 +5,12 @@ package mcptest
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -82,4 +86,51 @@ func Text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// Acked is one acknowledged call of UpdateAtOnce.
+type Acked struct {
+	Key    string // the key it set
+	Value  string // to this value
+	Commit string // the commit hash the tool answered with
+}
+
+// UpdateAtOnce makes n calls of tool on each of the named sessions, all in
+// flight at once; the i-th call on session name sets the key name+i
+// (name00, name01, ...) to the value v+i, with the arguments args(key,
+// value). It fails t unless every call succeeds with a structured result
+// naming its "commit", and returns the calls in order, session by session.
+func UpdateAtOnce(t testing.TB, n int, tool string, args func(key, value string) any, sessions map[string]*mcp.ClientSession) []Acked {
+	t.Helper()
+	type call struct {
+		Acked
+		cs  *mcp.ClientSession
+		res *mcp.CallToolResult
+		err error
+	}
+	var calls []*call
+	for _, name := range slices.Sorted(maps.Keys(sessions)) {
+		for i := range n {
+			calls = append(calls, &call{Acked: Acked{Key: fmt.Sprintf("%s%02d", name, i), Value: fmt.Sprintf("v%02d", i)},
+				cs: sessions[name]})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() {
+			c.res, c.err = c.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args(c.Key, c.Value)})
+		})
+	}
+	wg.Wait()
+	acked := make([]Acked, 0, len(calls))
+	for _, c := range calls {
+		require.NoError(t, c.err, c.Key)
+		require.False(t, c.res.IsError, "%s: %s", c.Key, Text(c.res))
+		out, ok := c.res.StructuredContent.(map[string]any)
+		require.True(t, ok, "%s: %v", c.Key, c.res.StructuredContent)
+		c.Commit, _ = out["commit"].(string)
+		require.NotEmpty(t, c.Commit, "%s is acknowledged with a commit", c.Key)
+		acked = append(acked, c.Acked)
+	}
+	return acked
 }
