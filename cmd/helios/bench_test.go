@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -13,36 +14,78 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/helios"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
 // BenchmarkColdStart measures spawn to initialize response over stdio, on
 // a home installed beforehand: helios on the harness, and bare-helios, the
 // same tools on the same files with the go-sdk alone. The ratio of the two
 // is the harness's start-up cost. The shutdown after each response is not
-// timed.
+// timed. It does so on a home just installed, and on one with 1,000
+// commits of history (packed as helios packs them), whose start must cost
+// no more: a home lives long.
 //
 //	go test -run '^$' -bench ColdStart -count 10 ./cmd/helios
 func BenchmarkColdStart(b *testing.B) {
-	home := filepath.Join(b.TempDir(), "home")
-	install := exec.Command(heliosBin, "--home", home, "--registry", "") // stdin at EOF: install, then stop
-	if out, err := install.CombinedOutput(); err != nil {
-		b.Fatalf("install the home: %v\n%s", err, out)
+	for _, commits := range []int{0, 1000} {
+		home := filepath.Join(b.TempDir(), "home")
+		install := exec.Command(heliosBin, "--home", home, "--registry", "") // stdin at EOF: install, then stop
+		if out, err := install.CombinedOutput(); err != nil {
+			b.Fatalf("install the home: %v\n%s", err, out)
+		}
+		addHistory(b, home, commits)
+		registry := filepath.Join(b.TempDir(), "servers.json")
+		for _, s := range []struct {
+			name string
+			cmd  []string
+		}{
+			{"helios", []string{heliosBin, "--home", home, "--registry", registry}},
+			{"bare", []string{bareBin, "--home", home}},
+		} {
+			b.Run(fmt.Sprintf("history=%d/server=%s", commits, s.name), func(b *testing.B) {
+				for range b.N {
+					coldStart(b, s.cmd)
+				}
+			})
+		}
 	}
-	registry := filepath.Join(b.TempDir(), "servers.json")
-	for _, s := range []struct {
-		name string
-		cmd  []string
-	}{
-		{"helios", []string{heliosBin, "--home", home, "--registry", registry}},
-		{"bare", []string{bareBin, "--home", home}},
-	} {
-		b.Run(s.name, func(b *testing.B) {
-			for range b.N {
-				coldStart(b, s.cmd)
-			}
-		})
+}
+
+// addHistory commits n changes of a preference to the home's default
+// persona, as helios would, holding the home lock, with gitstore's default
+// packing.
+func addHistory(b *testing.B, home string, n int) {
+	b.Helper()
+	if n == 0 {
+		return
+	}
+	lock, err := lifecycle.TryLock(home)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lock.Unlock()
+	store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{HoldsLock: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	path := filepath.Join(home, "config", "personas", "default.yaml")
+	for i := range n {
+		var p helios.Persona
+		if err := atomicfile.ReadYAMLStrict(path, &p); err != nil {
+			b.Fatal(err)
+		}
+		p.Preferences[fmt.Sprintf("k%d", i%20)] = fmt.Sprintf("v%d", i)
+		if err := atomicfile.WriteYAML(path, p, 0); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := store.Commit(fmt.Sprintf("update_preference default.k%d", i%20)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
