@@ -269,6 +269,8 @@ func (s *Store) tree(b *treeBuilder) (plumbing.Hash, []file, error) {
 // Dirty reports whether the work tree differs from the last commit (an
 // empty repository with files is dirty).
 func (s *Store) Dirty() (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	h, files, err := s.tree(nil)
 	if err != nil {
 		return false, err
@@ -287,6 +289,13 @@ func (s *Store) Dirty() (bool, error) {
 // new commit with message msg and returns its hash, or "" and nil when the
 // tree equals the last commit. When Commit returns, the commit is durable.
 func (s *Store) Commit(msg string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.commit(msg)
+}
+
+// commit is Commit, for a caller that holds s.mu.
+func (s *Store) commit(msg string) (string, error) {
 	if err := s.writable("commit"); err != nil {
 		return "", err
 	}

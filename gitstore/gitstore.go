@@ -17,8 +17,8 @@
 // a .git/config that does not parse (rewritten, its bytes kept beside it).
 // A Commit that returned survives kill -9 and a power cut. History is never
 // rewritten: Rollback makes a new commit. A Store is for one writer process
-// (the holder of the home lock); it is safe for use by one goroutine at a
-// time.
+// (the holder of the home lock); its methods may be called from several
+// goroutines, and run one at a time.
 package gitstore
 
 import (
@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -101,6 +102,10 @@ const (
 
 // Store is one config directory and its repository.
 type Store struct {
+	// mu is held by every exported method but Dir and Repairs: go-git's
+	// storage is not safe for concurrent use, and a server reads history
+	// for one client while it commits for another.
+	mu          sync.Mutex
 	dir, gitDir string
 	opts        Options
 	log         *slog.Logger
@@ -108,7 +113,7 @@ type Store struct {
 	storage     *filesystem.Storage
 	branch      string // refs/heads/…
 	repairs     []string
-	loose       int // loose objects, counted at Open and added to by Commit
+	loose       int // loose objects: -1 until the first Commit counts them, then added to by each
 	// overlay holds the refs a ReadOnly Open repaired in memory only, and
 	// overlayConfig the config, when it repaired that.
 	overlay       map[plumbing.ReferenceName]*plumbing.Reference
@@ -289,6 +294,8 @@ func (s *Store) Repairs() []string { return s.repairs }
 
 // Close releases the store. It is safe to call more than once.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.storage != nil {
 		return s.storage.Close()
 	}
@@ -579,8 +586,24 @@ func (s *Store) head() (plumbing.Hash, error) {
 	return ref.Hash(), nil
 }
 
+// Resolve returns the full hash of the commit rev names (a full or short
+// hash, HEAD, HEAD~N, a branch or a tag), or a *RevisionError. A caller
+// that acts on rev in more than one call resolves it once, so that a
+// commit in between does not move HEAD~N under it.
+func (s *Store) Resolve(rev string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.resolve(rev)
+	if err != nil {
+		return "", err
+	}
+	return c.Hash.String(), nil
+}
+
 // Head returns the hash of the last commit, or "" for an empty repository.
 func (s *Store) Head() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	h, err := s.head()
 	if err != nil || h.IsZero() {
 		return "", err

@@ -156,6 +156,8 @@ func entryHash(c *object.Commit, p string) plumbing.Hash {
 // History returns up to n commits (all when n <= 0), newest first, that
 // changed path ("" for every commit), following first parents.
 func (s *Store) History(p string, n int) ([]Commit, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	p, err := cleanPath(p)
 	if err != nil {
 		return nil, err
@@ -189,6 +191,8 @@ func (s *Store) History(p string, n int) ([]Commit, error) {
 // ReadAt returns the bytes of path at revision rev. A path missing at rev
 // gives an error matching fs.ErrNotExist; a bad rev a *RevisionError.
 func (s *Store) ReadAt(rev, p string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	data, _, err := s.readAt(rev, p)
 	return data, err
 }
@@ -219,6 +223,8 @@ func (s *Store) readAt(rev, p string) ([]byte, filemode.FileMode, error) {
 // the others: a caller that must be able to undo it (lifecycle.Env) saves
 // them and the current files first.
 func (s *Store) FilesAt(rev string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	c, err := s.resolve(rev)
 	if err != nil {
 		return nil, err
@@ -238,6 +244,8 @@ func (s *Store) FilesAt(rev string) ([]string, error) {
 // Restore writes path's bytes at rev into the work tree, atomically. It
 // does not commit and does not move HEAD.
 func (s *Store) Restore(p, rev string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.writable("restore " + p); err != nil {
 		return err
 	}
@@ -275,6 +283,8 @@ func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
 // new commit with message msg; history is never rewritten. It returns the
 // new hash, or "" when the tree already equals rev.
 func (s *Store) Rollback(rev, msg string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.writable("rollback to " + rev); err != nil {
 		return "", err
 	}
@@ -317,13 +327,15 @@ func (s *Store) Rollback(rev, msg string) (string, error) {
 			}
 		}
 	}
-	return s.Commit(msg)
+	return s.commit(msg)
 }
 
 // Tag makes an annotated tag name on the last commit. A tag of that name
 // must not exist yet. A name of only hex digits is allowed and resolves to
 // the tag, as in git, except one of 40, which is always a commit hash.
 func (s *Store) Tag(name, msg string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.writable("tag " + name); err != nil {
 		return err
 	}

@@ -57,6 +57,11 @@ func (e *Env) Update(ctx context.Context, msg string, paths []string, write func
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.update(msg, paths, write)
+}
+
+// update is Update, for a caller that holds e.mu.
+func (e *Env) update(msg string, paths []string, write func() error) (string, error) {
 	abs := make([]string, len(paths))
 	for i, p := range paths {
 		if filepath.IsAbs(p) {
@@ -150,12 +155,25 @@ func (e *Env) State() statefile.State {
 // equals rev. Like Update it is all-or-nothing across a crash: the files of
 // the work tree and of rev are checkpointed first, so that a file rev
 // brings back is removed again if the rollback does not finish.
+//
+// The files are listed, and rev resolved to a commit, under the same lock
+// as the rollback itself: a relative rev (HEAD~1) must name the same commit
+// for the checkpoint as for the rollback, whatever else the server does.
 func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	target, err := e.Store.Resolve(rev)
+	if err != nil {
+		return "", err
+	}
 	files, err := configFiles(e.ConfigDir)
 	if err != nil {
 		return "", err
 	}
-	atRev, err := e.Store.FilesAt(rev)
+	atRev, err := e.Store.FilesAt(target)
 	if err != nil {
 		return "", err
 	}
@@ -166,9 +184,9 @@ func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
 	}
 	msg := "rollback to " + rev
 	var hash string
-	_, err = e.Update(ctx, msg, files, func() error {
+	_, err = e.update(msg, files, func() error {
 		var err error
-		hash, err = e.Store.Rollback(rev, msg)
+		hash, err = e.Store.Rollback(target, msg)
 		return err
 	})
 	return hash, err

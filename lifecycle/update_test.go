@@ -2,8 +2,11 @@ package lifecycle_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/fstest"
@@ -93,4 +96,52 @@ func TestFailedUpdateIsClosedBeforeTheNext(t *testing.T) {
 			assert.Equal(t, "a: 2\n", string(b), "the acknowledged update survives the restart")
 		})
 	}
+}
+
+// TestUpdatesRollbacksAndReadsAtOnce: a server's clients may update,
+// roll back and read history at the same time (helios's stdio and HTTP
+// sessions share one Env). Run with -race: the store must not be used by
+// two goroutines at once, and every rollback must act on the commit its
+// rev named when it began. The home ends committed and clean.
+func TestUpdatesRollbacksAndReadsAtOnce(t *testing.T) {
+	env, path, closeEnv := openUpdateHome(t)
+	_, err := env.Update(t.Context(), "first", []string{"a.yaml"}, writeA(path, "first"))
+	require.NoError(t, err)
+	require.NoError(t, closeEnv())
+	// A packed repository, opened anew: go-git loads a pack's index on its
+	// first use, from whichever goroutine gets there first.
+	out, err := exec.Command("git", "-c", "safe.directory=*", "-C", env.ConfigDir, "gc", "-q").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	env, closeEnv, err = lifecycle.OpenHome(env.Home, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { closeEnv() })
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			_, err := env.Update(t.Context(), fmt.Sprintf("set %d", i), []string{"a.yaml"}, writeA(path, fmt.Sprint(i)))
+			assert.NoError(t, err)
+		})
+		wg.Go(func() {
+			_, err := env.Rollback(t.Context(), "HEAD~1")
+			assert.NoError(t, err)
+		})
+		wg.Go(func() {
+			for range 50 {
+				_, err := env.Store.History("a.yaml", 0)
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	dirty, err := env.Store.Dirty()
+	require.NoError(t, err)
+	assert.False(t, dirty, "every change committed")
+	require.NoError(t, closeEnv())
+
+	lock, err := lifecycle.TryLock(env.Home)
+	require.NoError(t, err)
+	defer lock.Unlock()
+	report, err := recovery.Run(t.Context(), recovery.Options{Home: env.Home})
+	require.NoError(t, err)
+	assert.True(t, report.Clean(), "%s", report)
 }
