@@ -559,3 +559,12 @@ func TestMigrationsAreChecked(t *testing.T) {
 		})
 	}
 }
+
+func TestIsLayoutName(t *testing.T) {
+	for _, name := range []string{".version", "config", "checkpoints", "backups", ".upgrading", ".lock", ".lock.flock", "state.json"} {
+		assert.True(t, bootstrap.IsLayoutName(name), name)
+	}
+	for _, name := range []string{"notes.txt", "Documents", ".git", "config.yaml", ""} {
+		assert.False(t, bootstrap.IsLayoutName(name), name)
+	}
+}

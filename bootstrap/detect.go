@@ -29,6 +29,19 @@ type stamp struct {
 	Boots          int       `json:"boots"`
 }
 
+// IsLayoutName reports whether name, an entry of a home's top directory,
+// is one bootstrap makes or expects there: the stamp, config/,
+// checkpoints/, backups/, an upgrade's journal, and what may be there
+// before an install (the lock's files, state.json). Other entries are not
+// a home's; the harness refuses to install a home among them.
+func IsLayoutName(name string) bool {
+	switch name {
+	case VersionFile, ConfigDir, CheckpointsDir, BackupsDir, upgradingFile:
+		return true
+	}
+	return ignored[name]
+}
+
 // ignored are what may exist in a home before its install: the lock takes
 // the home first, and keeps in backups/ the copy of a garbage PID file it
 // reclaims. An install that stopped after making backups/ alone is

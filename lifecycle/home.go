@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
-	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // ErrNotHome: the home directory holds files that are not a home's, so it
@@ -25,15 +24,10 @@ var ErrNotHome = errors.New("lifecycle: directory is not a home")
 // whose every entry belongs to a home's layout is an install to finish: a
 // crash left part of it, or the user put config files in config/ before
 // the first start. It only reads; an error reading the directory is left
-// to the lock and bootstrap, which say what to do about it.
+// to the lock and bootstrap, which say what to do about it. A home holds
+// nothing else at almost every start, and then it reads the directory and
+// nothing more (bootstrap reads the stamp next anyway).
 func checkHomeDir(home string, extraDirs []string) error {
-	info, err := bootstrap.Detect(home, 0)
-	if err != nil || info.State != bootstrap.Incomplete {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(home, bootstrap.ConfigDir, ".git")); err == nil {
-		return nil // an installed home that lost its stamp
-	}
 	entries, err := os.ReadDir(home)
 	if err != nil {
 		return nil
@@ -46,6 +40,13 @@ func checkHomeDir(home string, extraDirs []string) error {
 	}
 	if len(foreign) == 0 {
 		return nil
+	}
+	info, err := bootstrap.Detect(home, 0)
+	if err != nil || info.State != bootstrap.Incomplete {
+		return nil // an installed home, with files of the user's beside it
+	}
+	if _, err := os.Stat(filepath.Join(home, bootstrap.ConfigDir, ".git")); err == nil {
+		return nil // an installed home that lost its stamp
 	}
 	slices.Sort(foreign)
 	shown := foreign
@@ -60,9 +61,7 @@ func checkHomeDir(home string, extraDirs []string) error {
 // inLayout reports whether name, an entry of a home's top directory, is
 // part of the home layout or left by a write into it.
 func inLayout(name string, extraDirs []string) bool {
-	switch name {
-	case bootstrap.VersionFile, bootstrap.ConfigDir, bootstrap.CheckpointsDir, bootstrap.BackupsDir,
-		".upgrading", statefile.FileName:
+	if bootstrap.IsLayoutName(name) {
 		return true
 	}
 	for _, d := range extraDirs {
