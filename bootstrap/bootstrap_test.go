@@ -119,6 +119,46 @@ func TestFreshInstall(t *testing.T) {
 	assert.False(t, stamped.LastBootAt.Before(stamped.InstalledAt))
 }
 
+// TestDeferBoot: with DeferBoot, a start of a ready home leaves the stamp
+// alone until RecordBoot writes the boot Ensure returned; an install
+// stamps at once, leaving RecordBoot nothing to do.
+func TestDeferBoot(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	s := spec(home)
+	s.DeferBoot = true
+	res, err := bootstrap.Ensure(t.Context(), s)
+	require.NoError(t, err)
+	require.True(t, res.Installed)
+	installed, err := bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, bootstrap.Ready, installed.State, "an install is stamped by Ensure, deferred or not")
+	assert.Equal(t, 1, installed.Boots)
+	require.NoError(t, res.RecordBoot(), "nothing left to record")
+	stampPath := filepath.Join(home, ".version")
+	before, err := os.ReadFile(stampPath)
+	require.NoError(t, err)
+
+	res, err = bootstrap.Ensure(t.Context(), s)
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.After.Boots, "After holds the boot to record")
+	after, err := os.ReadFile(stampPath)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "the stamp waits for RecordBoot")
+
+	require.NoError(t, res.RecordBoot())
+	stamped, err := bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, stamped.Boots)
+	assert.Equal(t, res.After.LastBootAt, stamped.LastBootAt)
+	require.NoError(t, res.RecordBoot(), "a second call does not count the boot again")
+	stamped, err = bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, stamped.Boots)
+
+	var zero bootstrap.Result
+	assert.NoError(t, zero.RecordBoot(), "a Result with nothing deferred")
+}
+
 func commitCount(t *testing.T, home string) string {
 	out, err := exec.Command("git", "-C", filepath.Join(home, "config"), "rev-list", "--count", "HEAD").CombinedOutput()
 	require.NoError(t, err, string(out))

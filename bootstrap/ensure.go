@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
@@ -48,16 +49,50 @@ type Spec struct {
 	// Git sets the config repository's author; HoldsLock is implied.
 	Git    *gitstore.Options
 	Logger *slog.Logger // nil = discard
+	// DeferBoot, on a home that is already Ready, leaves the boot record
+	// (last_boot_at, boots and toolkit_version in the stamp) to
+	// Result.RecordBoot, so that a caller can write it beside its other
+	// start-up work instead of before it. Result.After already holds the
+	// record. An install, a finished install and an upgrade write the
+	// stamp as always: it is what marks them done.
+	DeferBoot bool
 }
 
 // Result says what Ensure found and did.
 type Result struct {
 	Before    Info   // the home as Ensure found it (Detect)
-	After     Info   // the home as Ensure left it: Ready
+	After     Info   // the home as Ensure left it: Ready (with DeferBoot, once RecordBoot)
 	Installed bool   // a fresh install
 	Resumed   bool   // an interrupted install finished
 	Upgraded  bool   // migrations ran
 	Commit    string // the install or migration commit, if one was made
+
+	boot *pendingBoot // the boot record left to RecordBoot
+}
+
+// pendingBoot is a boot record that Spec.DeferBoot left to RecordBoot.
+type pendingBoot struct {
+	home string
+	st   stamp
+	once sync.Once
+	err  error
+}
+
+// RecordBoot writes the boot record that Spec.DeferBoot left unwritten,
+// durably, and returns nil at once when there is none. It writes the
+// stamp, so it runs under the home lock, as Ensure does; calls after the
+// first return the first one's result.
+func (r Result) RecordBoot() error {
+	b := r.boot
+	if b == nil {
+		return nil
+	}
+	b.once.Do(func() {
+		if b.err = failpoint.Hit("bootstrap.before-stamp"); b.err == nil {
+			b.err = writeStamp(b.home, b.st)
+		}
+	})
+	return b.err
 }
 
 // Ensure brings the home of spec to the current schema: it installs a fresh
@@ -127,11 +162,15 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 		st = stampOf(before)
 	}
 	st.ToolkitVersion, st.LastBootAt, st.Boots = spec.ToolkitVersion, now, st.Boots+1
-	if err := failpoint.Hit("bootstrap.before-stamp"); err != nil {
-		return res, err
-	}
-	if err := writeStamp(spec.Home, st); err != nil {
-		return res, err
+	if before.State == Ready && spec.DeferBoot {
+		res.boot = &pendingBoot{home: spec.Home, st: st}
+	} else {
+		if err := failpoint.Hit("bootstrap.before-stamp"); err != nil {
+			return res, err
+		}
+		if err := writeStamp(spec.Home, st); err != nil {
+			return res, err
+		}
 	}
 	if err := e.endUpgrade(); err != nil {
 		return res, err
