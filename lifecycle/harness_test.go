@@ -25,6 +25,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/portmgr"
@@ -279,6 +280,48 @@ func TestRunStdio(t *testing.T) {
 	l.Unlock()
 }
 
+// TestRunStartJobFails: the boot record and the state file are written
+// while the server is built; either failing fails Run as a failing
+// NewServer does, once the other jobs are done, leaving no state file, no
+// registry entry and no lock, and a boot record not written stays unwritten.
+func TestRunStartJobFails(t *testing.T) {
+	for _, point := range []string{"bootstrap.before-stamp", "lifecycle.after-state-write"} {
+		t.Run(point, func(t *testing.T) {
+			opts := options(t)
+			opts.Stdin, opts.Stdout = strings.NewReader(""), io.Discard // stdin at EOF: install, then stop
+			h, err := lifecycle.New(opts)
+			require.NoError(t, err)
+			require.NoError(t, h.Run(t.Context()))
+			before, err := bootstrap.Detect(opts.Home, 1)
+			require.NoError(t, err)
+
+			require.NoError(t, failpoint.Set(point+"=error"))
+			t.Cleanup(func() { failpoint.Set("") })
+			h, err = lifecycle.New(opts)
+			require.NoError(t, err)
+			runErr := h.Run(t.Context())
+			require.ErrorIs(t, runErr, failpoint.ErrInjected)
+			require.NoError(t, failpoint.Set(""))
+
+			assert.NoFileExists(t, filepath.Join(opts.Home, statefile.FileName))
+			entries, err := statefile.NewRegistry(opts.Registry).List()
+			require.NoError(t, err)
+			assert.Empty(t, entries)
+			after, err := bootstrap.Detect(opts.Home, 1)
+			require.NoError(t, err)
+			if point == "bootstrap.before-stamp" {
+				assert.Contains(t, runErr.Error(), "record the boot")
+				assert.Equal(t, before.Boots, after.Boots, "the boot was not recorded")
+			} else {
+				assert.Equal(t, before.Boots+1, after.Boots, "the boot was recorded")
+			}
+			l, err := lifecycle.TryLock(opts.Home)
+			require.NoError(t, err, "unlocked")
+			l.Unlock()
+		})
+	}
+}
+
 func TestRunLocked(t *testing.T) {
 	r := run(t, options(t))
 	h, err := lifecycle.New(r.opts)
@@ -302,7 +345,13 @@ func TestRunNewServerFails(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, h.Run(t.Context()), boom)
 	assert.NoFileExists(t, filepath.Join(opts.Home, statefile.FileName))
-	assert.NoFileExists(t, opts.Registry)
+	// The server is built while the state file and the registry entry are
+	// written, so the entry may have been made; it must be gone.
+	entries, err := statefile.NewRegistry(opts.Registry).List()
+	if !errors.Is(err, fs.ErrNotExist) {
+		require.NoError(t, err)
+	}
+	assert.Empty(t, entries)
 	l, err := lifecycle.TryLock(opts.Home)
 	require.NoError(t, err, "unlocked")
 	l.Unlock()

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
@@ -31,10 +32,11 @@ import (
 // directory that holds files that are not a home's (an error matching
 // ErrNotHome; nothing is written into it), takes the home lock (a
 // *LockedError if another process has it), bootstraps the home,
-// runs start-up recovery, binds the HTTP listener, builds the server with
-// Options.NewServer, writes the state file (status ready, with a fresh
-// bearer token), registers in the registry, and serves stdio and
-// HTTP on one *mcp.Server. It stops when ctx is cancelled, on SIGINT or
+// runs start-up recovery, and binds the HTTP listener; then, all at once,
+// it builds the server with Options.NewServer, records the boot in the
+// home's stamp, writes the state file (status ready, with a fresh bearer
+// token) and registers in the registry; once all four are done it serves
+// stdio and HTTP on one *mcp.Server. It stops when ctx is cancelled, on SIGINT or
 // SIGTERM, when stdin reaches EOF, or on a fatal transport error; then it
 // finishes in-flight calls (bounded by ShutdownTimeout), commits uncommitted
 // config, removes the state file, unregisters and unlocks. It returns nil
@@ -84,7 +86,7 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	prev, _ := statefile.Read(statePath) // the last run's port, if any; recovery moves a stale file away
 
 	spec := o.Spec
-	spec.Home, spec.Logger = o.Home, log
+	spec.Home, spec.Logger, spec.DeferBoot = o.Home, log, true // the boot record is written below, beside other work
 	boot, err := bootstrap.Ensure(ctx, spec)
 	if err != nil {
 		return err
@@ -143,35 +145,68 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		return statefile.Write(statePath, &st)
 	}
 	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report, state: snapshot}
-	server, err := o.NewServer(env)
-	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
-		return fmt.Errorf("lifecycle: build server: %w", err)
-	}
-	// One write, as ready: the server is built and its transports bound.
-	// (A "starting" write before NewServer cost every start one more
-	// fsynced replace, the largest single item of the start-up time.) It
-	// carries a first health check, a few cheap system calls, so that the
-	// state file and server_info tell from the start, not after a full
-	// HealthInterval, whether the home works.
+
+	// The state file says ready: the transports are bound, and serving
+	// starts as soon as the server is built. It carries a first health
+	// check, a few cheap system calls, so that the state file and
+	// server_info tell from the start, not after a full HealthInterval,
+	// whether the home works.
 	health := h.check(lock, "")
 	if !health.OK {
 		log.Error("health check failed", "problems", health.Problems)
 	}
-	if err := update(func(s *statefile.State) { s.Status, s.Health = statefile.StatusReady, &health }); err != nil {
-		if ln != nil {
-			ln.Close()
-		}
-		return err
+	mu.Lock()
+	st.Status, st.Health = statefile.StatusReady, &health
+	ready := st
+	mu.Unlock()
+
+	// What is left before serving is four jobs that do not wait for each
+	// other: building the server (work for the processor: its tools'
+	// schemas), the boot record, the state file and the registry entry
+	// (durable writes, which mostly wait for the disk). They run at once,
+	// so a start takes the longest of them rather than their sum, and
+	// serving starts when all four are done. Registration never depends
+	// on HTTP: stdio-only servers are listed too.
+	var (
+		prep                      sync.WaitGroup
+		server                    *mcp.Server
+		buildErr, bootErr, regErr error
+	)
+	prep.Go(func() { server, buildErr = o.NewServer(env) })
+	prep.Go(func() { bootErr = boot.RecordBoot() })
+	reg := h.registry()
+	if reg != nil {
+		prep.Go(func() { regErr = reg.Register(o.Home, ready) })
 	}
-	defer func() {
+	stateErr := statefile.Write(statePath, &ready)
+	if stateErr == nil {
+		stateErr = failpoint.Hit("lifecycle.after-state-write")
+	}
+	prep.Wait()
+	if reg != nil && regErr == nil {
+		defer func() {
+			if uerr := reg.Unregister(o.Home); uerr != nil {
+				log.Warn("registry: could not unregister", "err", uerr)
+			}
+		}()
+	} else if reg != nil {
+		log.Warn("registry: could not register; discovery by `mcpkeep servers` will miss this server", "err", regErr)
+	}
+	defer func() { // after a failed write too: Remove leaves alone a file not ours
 		if rerr := statefile.Remove(statePath); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
-	if err := failpoint.Hit("lifecycle.after-state-write"); err != nil {
+	if buildErr != nil {
+		buildErr = fmt.Errorf("lifecycle: build server: %w", buildErr)
+	}
+	if bootErr != nil {
+		bootErr = fmt.Errorf("record the boot: %w", bootErr)
+	}
+	if err := errors.Join(stateErr, buildErr, bootErr); err != nil {
+		if ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 
@@ -179,19 +214,6 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { h.healthLoop(serveCtx, lock, statePath, update) })
-	// Registration never depends on HTTP: stdio-only servers are listed too.
-	reg := h.registry()
-	if reg != nil {
-		if err := reg.Register(o.Home, snapshot()); err != nil {
-			log.Warn("registry: could not register; discovery by `mcpkeep servers` will miss this server", "err", err)
-		} else {
-			defer func() {
-				if uerr := reg.Unregister(o.Home); uerr != nil {
-					log.Warn("registry: could not unregister", "err", uerr)
-				}
-			}()
-		}
-	}
 
 	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "pid", st.PID)
 
@@ -291,11 +313,13 @@ func (h *Harness) healthLoop(ctx context.Context, lock *HomeLock, statePath stri
 	}
 }
 
-// check checks the lock, the state file at statePath ("" skips it: the
-// first check runs before the state file is written) and that the home
-// and the directories an update writes into are writable. It writes
-// nothing in config/: a probe file there could be committed by an update
-// running at the same time.
+// check checks the lock, the state file at statePath, and that the home
+// and the directories an update writes into are writable. statePath ""
+// is the first check, which runs just before the state file is first
+// written: it skips the state file, and the probe file in the home too,
+// since that write is a probe of its own, one whose failure stops Run.
+// It writes nothing in config/: a probe file there could be committed by
+// an update running at the same time.
 func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 	health := statefile.Health{OK: true, CheckedAt: time.Now().UTC().Truncate(time.Second)}
 	fail := func(format string, args ...any) {
@@ -317,12 +341,14 @@ func (h *Harness) check(lock *HomeLock, statePath string) statefile.Health {
 		}
 	}
 	home := h.opts.Home
-	probe, err := os.CreateTemp(home, healthProbe+"*")
-	if err != nil {
-		fail("home %s is not writable: %v%s", home, err, remedyClause(err, home))
-	} else {
-		probe.Close()
-		os.Remove(probe.Name())
+	if statePath != "" {
+		probe, err := os.CreateTemp(home, healthProbe+"*")
+		if err != nil {
+			fail("home %s is not writable: %v%s", home, err, remedyClause(err, home))
+		} else {
+			probe.Close()
+			os.Remove(probe.Name())
+		}
 	}
 	for _, d := range []string{bootstrap.ConfigDir, bootstrap.CheckpointsDir} {
 		dir := filepath.Join(home, d)
