@@ -91,7 +91,6 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	log.Info("home ready", "state", boot.After.State.String(), "schema", boot.After.Schema, "boots", boot.After.Boots)
 
 	// recovery logs each finding, with its remedy, and hands on the config
 	// repository it checked.
@@ -215,7 +214,7 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.healthLoop(serveCtx, lock, statePath, update) })
 
-	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "pid", st.PID)
+	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "pid", st.PID, "schema", boot.After.Schema, "boots", boot.After.Boots)
 
 	serveErr := mcpserve.Serve(serveCtx, server, mcpserve.Options{
 		Stdio:           !o.NoStdio,

@@ -84,7 +84,7 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 			return fmt.Errorf("mcpserve: stdio: %w", err)
 		}
 		stdioSession = ss
-		log.Info("stdio transport up")
+		log.Debug("stdio transport up")
 		go func() { stdioDone <- ss.Wait() }()
 	}
 
