@@ -190,3 +190,17 @@ func TestServerInfoShowsHealth(t *testing.T) {
 	res := mcptest.CallTool(t, cs, "server_info", nil)
 	assert.NotContains(t, mcptest.Text(res), st.Token)
 }
+
+// BenchmarkNewServer builds helios's server: the go-sdk infers and checks
+// the schemas of the nine tools, the largest part of a start that helios
+// and bare-helios share (BenchmarkColdStart in cmd/helios).
+//
+//	go test -run '^$' -bench NewServer ./internal/helios
+func BenchmarkNewServer(b *testing.B) {
+	env := &lifecycle.Env{Home: b.TempDir()}
+	for b.Loop() {
+		if _, err := helios.NewServer(env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
