@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -192,15 +191,16 @@ func short(hash string) string {
 	return hash
 }
 
-// readLockPID reads the PID lock file; its format is lockfile's "<pid>\n".
+// readLockPID reads the PID lock file (lockfile's "<pid>\n", parsed as
+// the lock parses it).
 func readLockPID(path string) (int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("%s: not a PID lock file (%q); the next start reclaims it", path, strings.TrimSpace(string(b)))
+	pid, err := lifecycle.ParseLockContent(b)
+	if err != nil {
+		return 0, fmt.Errorf("%s holds %v; the next start reclaims it", path, err)
 	}
 	return pid, nil
 }
