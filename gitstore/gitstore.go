@@ -358,7 +358,7 @@ func (s *Store) scanGit() (gitFiles, error) {
 			return err
 		}
 		if d.IsDir() {
-			if filepath.Dir(p) == objects && isFanOut(d.Name()) {
+			if filepath.Dir(p) == objects && IsFanOut(d.Name()) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -377,9 +377,11 @@ func (s *Store) scanGit() (gitFiles, error) {
 	return found, err
 }
 
-// isFanOut reports whether name is that of a fan-out directory of loose
-// objects: two hex digits.
-func isFanOut(name string) bool {
+// IsFanOut reports whether name, an entry of a repository's objects
+// directory, is that of a fan-out directory of loose objects: two
+// lower-case hex digits. Nothing but loose objects goes in those, so a
+// walk looking for temporary files can skip them.
+func IsFanOut(name string) bool {
 	return len(name) == 2 && strings.Trim(name, "0123456789abcdef") == ""
 }
 

@@ -538,3 +538,12 @@ func TestFilesAt(t *testing.T) {
 	_, err = s.FilesAt("HEAD~5")
 	require.ErrorIs(t, err, gitstore.ErrBadRevision)
 }
+
+func TestIsFanOut(t *testing.T) {
+	for name, want := range map[string]bool{
+		"00": true, "3f": true, "ff": true,
+		"3F": false, "g0": false, "0": false, "abc": false, "pack": false, "info": false, "": false,
+	} {
+		assert.Equal(t, want, gitstore.IsFanOut(name), name)
+	}
+}

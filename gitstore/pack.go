@@ -48,7 +48,7 @@ func (s *Store) countLoose() int {
 	n := 0
 	dirs, _ := os.ReadDir(filepath.Join(s.gitDir, "objects"))
 	for _, d := range dirs {
-		if len(d.Name()) != 2 || !d.IsDir() {
+		if !IsFanOut(d.Name()) || !d.IsDir() {
 			continue
 		}
 		entries, _ := os.ReadDir(filepath.Join(s.gitDir, "objects", d.Name()))

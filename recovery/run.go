@@ -146,8 +146,8 @@ func (r *runner) temps(context.Context) error {
 // isFanOut reports whether dir is a fan-out directory of loose objects:
 // .git/objects/ and two hex digits.
 func isFanOut(dir string) bool {
-	name, parent := filepath.Base(dir), filepath.Dir(dir)
-	return len(name) == 2 && strings.Trim(name, "0123456789abcdef") == "" &&
+	parent := filepath.Dir(dir)
+	return gitstore.IsFanOut(filepath.Base(dir)) &&
 		filepath.Base(parent) == "objects" && filepath.Base(filepath.Dir(parent)) == ".git"
 }
 
