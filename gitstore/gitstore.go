@@ -467,8 +467,10 @@ func (s *Store) repairConfig() error {
 	s.overlayConfig = cfg
 	err = s.write(func() error {
 		// Copied, not moved: a crash between the two writes leaves the bad
-		// config and a copy, never a repository without a config.
-		if err := atomicfile.WriteFile(saved, b, 0o644); err != nil {
+		// config and a copy, never a repository without a config. CopyNew
+		// never replaces an earlier copy, even one of the same instant.
+		var err error
+		if saved, err = atomicfile.CopyNew(saved, b, 0o644); err != nil {
 			return err
 		}
 		return atomicfile.WriteFile(path, data, 0o644)
