@@ -84,11 +84,11 @@ type Iteration struct {
 // Violation is a broken invariant found in one iteration of a suite. Its
 // message names the iteration, the crash and the seed that replays it.
 type Violation struct {
-	Iteration int
+	Iteration int           // the iteration's number, from 0
 	Failpoint string        // the point that was armed; "" for a random kill
 	KillAfter time.Duration // the random kill's delay
-	Seed      int64
-	Err       error
+	Seed      int64         // the suite's seed: Plan.Seed replays the run
+	Err       error         // what the failed check returned
 }
 
 // Error names the iteration, the crash and the seed that replays it.
@@ -105,12 +105,12 @@ func (v *Violation) Unwrap() error { return v.Err }
 
 // Summary is the outcome of Run.
 type Summary struct {
-	Iterations int      // iterations run
-	Crashes    int      // iterations whose process died by SIGKILL
-	Failpoints int      // distinct failpoints that fired
-	Unfired    []string // armed failpoints the workload never reached
-	Violations []*Violation
-	Seed       int64
+	Iterations int          // iterations run
+	Crashes    int          // iterations whose process died by SIGKILL
+	Failpoints int          // distinct failpoints that fired
+	Unfired    []string     // armed failpoints the workload never reached
+	Violations []*Violation // the broken invariants, in iteration order
+	Seed       int64        // the seed the run used; Plan.Seed replays it
 }
 
 // String returns the one-line summary

@@ -21,12 +21,6 @@ import (
 
 const module = "github.com/mcpkeep/mcpkeep"
 
-// fieldsDocumented lists the packages whose exported struct fields must
-// each have a comment, above or beside it, too. The others are to join
-// once their fields are documented.
-var fieldsDocumented = []string{"atomicfile", "statefile", "portmgr", "internal/failpoint", "internal/proc",
-	"lifecycle", "internal/helios", "internal/mcpserve", "internal/mcptest"}
-
 // pkg is what go list says of one package.
 type pkg struct {
 	ImportPath, Dir, Name     string
@@ -93,12 +87,9 @@ func TestEveryLibraryPackageIsDocumented(t *testing.T) {
 		if !slices.ContainsFunc(files, func(f *ast.File) bool { return strings.HasPrefix(f.Doc.Text(), "Package "+p.Name+" ") }) {
 			report(files[0].Package, "package %s has no package doc comment starting \"// Package %s \"", p.Name, p.Name)
 		}
-		fields := slices.Contains(fieldsDocumented, strings.TrimPrefix(p.ImportPath, module+"/"))
 		for _, f := range files {
 			checkFile(f, report)
-			if fields {
-				checkFields(f, report)
-			}
+			checkFields(f, report)
 		}
 
 		tests := parse(t, fset, p, p.Name, p.TestGoFiles)
