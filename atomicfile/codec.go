@@ -85,7 +85,10 @@ func (e *CorruptError) Unwrap() []error {
 	return []error{ErrCorrupt, e.Err}
 }
 
-// WriteYAML encodes v as YAML and replaces path with it like WriteFile.
+// WriteYAML encodes v as YAML and replaces path with it like WriteFile. It
+// never writes a file that ReadYAML would refuse: YAML it encodes but
+// cannot read back (a map with the keys 0 and 0.0, which yaml.v3 writes
+// alike, as a duplicated key) is an error, and path is left as it was.
 func WriteYAML(path string, v any, perm fs.FileMode) error {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -95,6 +98,16 @@ func WriteYAML(path string, v any, perm fs.FileMode) error {
 	}
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	var check any
+	if err := decodeYAML(path, buf.Bytes(), &check, false); err != nil {
+		problem := err.Error()
+		var ce *CorruptError
+		if errors.As(err, &ce) && ce.Err != nil {
+			problem = ce.Err.Error()
+		}
+		return fmt.Errorf("encode %s: the YAML would not read back (%s); nothing was written: "+
+			"give map keys that YAML writes apart (such as 0 and 0.0, both written 0)", path, problem)
 	}
 	return WriteFile(path, buf.Bytes(), perm)
 }

@@ -266,6 +266,26 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	assert.Error(t, atomicfile.WriteJSON(filepath.Join(dir, "bad.json"), make(chan int), 0), "unencodable")
 }
 
+// TestWriteYAMLNeverWritesWhatItCannotRead: a map with the keys 0 and 0.0
+// encodes as two keys "0", which ReadYAML refuses as a duplicate (found by
+// FuzzReadYAML, input "0: \n0.0:"). WriteYAML says so and leaves the file
+// as it was.
+func TestWriteYAMLNeverWritesWhatItCannotRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("old: bytes\n"), 0o600))
+	err := atomicfile.WriteYAML(path, map[any]any{0: nil, 0.0: nil}, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), path)
+	assert.Contains(t, err.Error(), "would not read back")
+	assert.Contains(t, err.Error(), "already defined")
+	data, rerr := os.ReadFile(path)
+	require.NoError(t, rerr)
+	assert.Equal(t, "old: bytes\n", string(data), "nothing was written")
+	entries, rerr := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, rerr)
+	assert.Len(t, entries, 1, "and no temporary file left")
+}
+
 func seeds(f *testing.F, kind string) {
 	entries, err := os.ReadDir(filepath.Join("..", "testdata", kind))
 	require.NoError(f, err)
