@@ -67,10 +67,11 @@ type Result struct {
 	Upgraded  bool   // migrations ran
 	Commit    string // the install or migration commit, if one was made
 
-	boot *pendingBoot // the boot record left to RecordBoot
+	boot *pendingBoot // the boot record; written by Ensure unless deferred
 }
 
-// pendingBoot is a boot record that Spec.DeferBoot left to RecordBoot.
+// pendingBoot is the boot record Ensure stamps, written once: by Ensure,
+// or, with Spec.DeferBoot on a ready home, by RecordBoot.
 type pendingBoot struct {
 	home string
 	st   stamp
@@ -79,9 +80,9 @@ type pendingBoot struct {
 }
 
 // RecordBoot writes the boot record that Spec.DeferBoot left unwritten,
-// durably, and returns nil at once when there is none. It writes the
-// stamp, so it runs under the home lock, as Ensure does; calls after the
-// first return the first one's result.
+// durably, and returns nil at once when there is none (Ensure wrote it).
+// It writes the stamp, so it runs under the home lock, as Ensure does;
+// calls after the first return the first one's result.
 func (r Result) RecordBoot() error {
 	b := r.boot
 	if b == nil {
@@ -162,13 +163,9 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 		st = stampOf(before)
 	}
 	st.ToolkitVersion, st.LastBootAt, st.Boots = spec.ToolkitVersion, now, st.Boots+1
-	if before.State == Ready && spec.DeferBoot {
-		res.boot = &pendingBoot{home: spec.Home, st: st}
-	} else {
-		if err := failpoint.Hit("bootstrap.before-stamp"); err != nil {
-			return res, err
-		}
-		if err := writeStamp(spec.Home, st); err != nil {
+	res.boot = &pendingBoot{home: spec.Home, st: st}
+	if before.State != Ready || !spec.DeferBoot {
+		if err := res.RecordBoot(); err != nil {
 			return res, err
 		}
 	}
