@@ -267,17 +267,8 @@ func TestSignalStopsCleanly(t *testing.T) {
 func TestInitializeProtocolVersions(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "home")
 	registry := filepath.Join(t.TempDir(), "servers.json")
-	for _, tt := range []struct {
-		asked string
-		known bool
-	}{
-		{"2024-11-05", true},
-		{"2025-03-26", true},
-		{"2025-06-18", true},
-		{"2025-11-25", true},
-		{"1999-01-01", false},
-	} {
-		t.Run(tt.asked, func(t *testing.T) {
+	for _, tt := range mcptest.ProtocolVersions {
+		t.Run(tt.Asked, func(t *testing.T) {
 			s := start(t, home, registry)
 			// A helios that never answers fails the read, not the package.
 			hung := time.AfterFunc(hangAfter, func() { s.Kill() })
@@ -304,18 +295,10 @@ func TestInitializeProtocolVersions(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			write(map[string]any{"id": 0, "method": "initialize", "params": map[string]any{"protocolVersion": tt.asked,
+			write(map[string]any{"id": 0, "method": "initialize", "params": map[string]any{"protocolVersion": tt.Asked,
 				"capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "test", "version": "v0"}}})
 			_, result := read()
-			var init struct {
-				ProtocolVersion string `json:"protocolVersion"`
-			}
-			require.NoError(t, json.Unmarshal(result, &init), "%s", result)
-			if tt.known {
-				assert.Equal(t, tt.asked, init.ProtocolVersion, "a version helios supports is answered as asked")
-			} else {
-				assert.Contains(t, mcp.SupportedProtocolVersions(), init.ProtocolVersion, "an unknown version is answered with a supported one")
-			}
+			mcptest.CheckNegotiated(t, tt, result)
 			write(map[string]any{"method": "notifications/initialized"})
 			write(map[string]any{"id": 1, "method": "tools/list", "params": map[string]any{}})
 			id, result := read()

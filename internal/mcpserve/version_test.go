@@ -9,26 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// protocolVersions are the versions a client may ask for at initialize:
-// the released ones, and one the server cannot know. A server that knows
-// the version answers with it; otherwise it answers with one it supports
-// and the client decides whether to go on (MCP lifecycle, "Version
-// Negotiation").
-var protocolVersions = []struct {
-	asked string
-	known bool
-}{
-	{"2024-11-05", true},
-	{"2025-03-26", true},
-	{"2025-06-18", true},
-	{"2025-11-25", true},
-	{"1999-01-01", false},
-}
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+)
 
 // initializeAt is an initialize request for protocol version v, id 0.
 func initializeAt(v string) string {
@@ -36,28 +21,13 @@ func initializeAt(v string) string {
 		"clientInfo": map[string]any{"name": "t", "version": "0"}})
 }
 
-// checkNegotiated checks the result of an initialize asked at asked.
-func checkNegotiated(t *testing.T, asked string, known bool, result json.RawMessage) string {
-	t.Helper()
-	var init struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	require.NoError(t, json.Unmarshal(result, &init), "%s", result)
-	if known {
-		assert.Equal(t, asked, init.ProtocolVersion, "a version the server supports is answered as asked")
-	} else {
-		assert.Contains(t, mcp.SupportedProtocolVersions(), init.ProtocolVersion, "an unknown version is answered with a supported one")
-	}
-	return init.ProtocolVersion
-}
-
 // TestInitializeProtocolVersions: a client of an older protocol version,
 // or of one the server does not know, is initialized, and tools/list then
 // works. A seed project failed with clients of another version than its
 // own.
 func TestInitializeProtocolVersions(t *testing.T) {
-	for _, tt := range protocolVersions {
-		t.Run("stdio/"+tt.asked, func(t *testing.T) {
+	for _, tt := range mcptest.ProtocolVersions {
+		t.Run("stdio/"+tt.Asked, func(t *testing.T) {
 			inR, inW := io.Pipe()
 			outR, outW := io.Pipe()
 			done := make(chan error, 1)
@@ -84,8 +54,8 @@ func TestInitializeProtocolVersions(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			write(initializeAt(tt.asked))
-			checkNegotiated(t, tt.asked, tt.known, read().Result)
+			write(initializeAt(tt.Asked))
+			mcptest.CheckNegotiated(t, tt, read().Result)
 			write(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
 			write(rpc(1, "tools/list", map[string]any{}))
 			list := read()
@@ -101,17 +71,17 @@ func TestInitializeProtocolVersions(t *testing.T) {
 			}
 		})
 	}
-	for _, tt := range protocolVersions {
-		t.Run("http/"+tt.asked, func(t *testing.T) {
+	for _, tt := range mcptest.ProtocolVersions {
+		t.Run("http/"+tt.Asked, func(t *testing.T) {
 			url, _, _ := startHTTP(t, "tok", nil)
 			c := &rawClient{url: url, token: "tok"}
-			resp, init := c.call(t, initializeAt(tt.asked))
+			resp, init := c.call(t, initializeAt(tt.Asked))
 			require.Nil(t, init.Error)
 			c.session = resp.Header.Get("Mcp-Session-Id")
 			require.NotEmpty(t, c.session)
 			// A client sends the version it agreed to in a header from
 			// 2025-06-18 on; an older client sends none.
-			if v := checkNegotiated(t, tt.asked, tt.known, init.Result); v >= "2025-06-18" {
+			if v := mcptest.CheckNegotiated(t, tt, init.Result); v >= "2025-06-18" {
 				c.version = v
 			}
 			accepted, body := c.post(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)

@@ -14,12 +14,50 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // Initialize is an initialize request: one JSON-RPC message, id 0, with no
 // newline, as the body of an HTTP POST or a stdio line.
 const Initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"v0"}}}`
+
+// ProtocolVersion is a protocol version a client may ask for at
+// initialize, and whether a server is to know it.
+type ProtocolVersion struct {
+	Asked string // the version the client asks for
+	Known bool   // a released version, which the server answers as asked
+}
+
+// ProtocolVersions are the versions a client may ask for at initialize:
+// the released ones, and one the server cannot know. A server that knows
+// the version answers with it; otherwise it answers with one it supports
+// and the client decides whether to go on (MCP lifecycle, "Version
+// Negotiation").
+var ProtocolVersions = []ProtocolVersion{
+	{"2024-11-05", true},
+	{"2025-03-26", true},
+	{"2025-06-18", true},
+	{"2025-11-25", true},
+	{"1999-01-01", false},
+}
+
+// CheckNegotiated checks result, the answer to an initialize that asked
+// for v: v itself when the server is to know it, else a version the go-sdk
+// supports. It returns the version answered.
+func CheckNegotiated(t testing.TB, v ProtocolVersion, result json.RawMessage) string {
+	t.Helper()
+	var init struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	require.NoError(t, json.Unmarshal(result, &init), "%s", result)
+	if v.Known {
+		assert.Equal(t, v.Asked, init.ProtocolVersion, "a version the server supports is answered as asked")
+	} else {
+		assert.Contains(t, mcp.SupportedProtocolVersions(), init.ProtocolVersion, "an unknown version is answered with a supported one")
+	}
+	return init.ProtocolVersion
+}
 
 // Initialized is the notification a client sends once initialized.
 const Initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
