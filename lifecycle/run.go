@@ -22,7 +22,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
-	"github.com/mcpkeep/mcpkeep/internal/mcpserve"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
 	"github.com/mcpkeep/mcpkeep/portmgr"
 	"github.com/mcpkeep/mcpkeep/recovery"
 	"github.com/mcpkeep/mcpkeep/statefile"

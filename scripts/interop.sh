@@ -2,7 +2,7 @@
 # interop.sh proves mcpkeep against software we did not write:
 #
 #   1. the official MCP conformance suite (@modelcontextprotocol/conformance)
-#      against internal/cmd/conformance-server (the go-sdk fixtures on
+#      against internal/testserver/conformance-server (the go-sdk fixtures on
 #      lifecycle.Harness), and against the go-sdk's own everything-server as
 #      a baseline, for every spec version the suite accepts;
 #   2. the MCP Inspector CLI driving helios over stdio and HTTP;
@@ -75,7 +75,7 @@ cp scripts/interop/*.mjs "$dir/js/"
 
 # --- build ----------------------------------------------------------------
 say "build"
-go build -o "$dir/bin/" ./cmd/helios ./cmd/mcpkeep ./internal/cmd/conformance-server
+go build -o "$dir/bin/" ./cmd/helios ./cmd/mcpkeep ./internal/testserver/conformance-server
 gosdk=$(go list -m -f '{{.Dir}}' github.com/modelcontextprotocol/go-sdk)
 gosdk_version=$(go list -m -f '{{.Version}}' github.com/modelcontextprotocol/go-sdk)
 go build -o "$dir/bin/gosdk-everything-server" github.com/modelcontextprotocol/go-sdk/conformance/everything-server

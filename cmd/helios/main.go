@@ -25,7 +25,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/mcpkeep/mcpkeep/internal/helios"
+	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )

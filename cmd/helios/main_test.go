@@ -39,9 +39,9 @@ func testMain(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 	for pkg, bin := range map[string]*string{
-		"github.com/mcpkeep/mcpkeep/cmd/helios":               &heliosBin,
-		"github.com/mcpkeep/mcpkeep/cmd/mcpkeep":              &mcpkeepBin,
-		"github.com/mcpkeep/mcpkeep/internal/cmd/bare-helios": &bareBin,
+		"github.com/mcpkeep/mcpkeep/cmd/helios":                      &heliosBin,
+		"github.com/mcpkeep/mcpkeep/cmd/mcpkeep":                     &mcpkeepBin,
+		"github.com/mcpkeep/mcpkeep/cmd/helios/internal/bare-helios": &bareBin,
 	} {
 		if *bin, err = crashtest.Build(ctx, pkg, dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)

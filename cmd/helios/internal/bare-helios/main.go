@@ -23,8 +23,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
 	"github.com/mcpkeep/mcpkeep/gitstore"
-	"github.com/mcpkeep/mcpkeep/internal/helios"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 

@@ -2,7 +2,7 @@
 // conformance suite (@modelcontextprotocol/conformance) on a
 // lifecycle.Harness, so that the suite checks the harness itself: its home
 // lock, bootstrap, recovery, state file, and the Streamable HTTP transport
-// of internal/mcpserve with its Host and Origin checks.
+// of lifecycle/internal/mcpserve with its Host and Origin checks.
 //
 // It is a test fixture, not a user-facing command: scripts/interop.sh
 // builds and runs it. It serves HTTP only, on 127.0.0.1, at /mcp, without a

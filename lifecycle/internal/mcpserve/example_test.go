@@ -7,7 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpkeep/mcpkeep/internal/mcpserve"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
 )
 
 // Serve a server on stdio until stdin ends; every request read before the

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpkeep/mcpkeep/internal/helios"
+	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -195,7 +195,7 @@ func TestServerInfoShowsHealth(t *testing.T) {
 // the schemas of the nine tools, the largest part of a start that helios
 // and bare-helios share (BenchmarkColdStart in cmd/helios).
 //
-//	go test -run '^$' -bench NewServer ./internal/helios
+//	go test -run '^$' -bench NewServer ./cmd/helios/internal/helios
 func BenchmarkNewServer(b *testing.B) {
 	env := &lifecycle.Env{Home: b.TempDir()}
 	for b.Loop() {
