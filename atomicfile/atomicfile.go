@@ -8,7 +8,13 @@
 // github.com/google/renameio/v2 and adds the directory fsync that renameio
 // leaves out. The package does not serialize writers: two processes writing
 // one file each leave one whole version, but a read-modify-write needs a lock
-// held by the caller (see statefile.Registry). Linux and macOS only.
+// held by the caller (see statefile.Registry).
+//
+// ReadFile and the YAML and JSON readers read a regular file only, and
+// only up to a size limit (DefaultMaxSize unless a Reader sets another):
+// they never follow a symbolic link, never wait on a named pipe, and refuse
+// anything else, naming it, before reading a byte (*RefusedError). Linux
+// and macOS only.
 package atomicfile
 
 import (

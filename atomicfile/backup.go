@@ -16,13 +16,15 @@ import (
 // Backup durably copies the file at path into dir (the file's own directory
 // when dir is "") as <name>.<UTC time>.bak and returns the copy's path. It
 // never overwrites an earlier backup: a name already taken gets a -2, -3, …
-// suffix. The copy keeps the file's mode.
+// suffix. The copy keeps the file's mode. Like ReadFile, it copies only a
+// regular file and never follows a symbolic link: anything else is a
+// *RefusedError. It copies a file of any size.
 func Backup(path, dir string) (string, error) {
-	data, err := os.ReadFile(path)
+	data, err := Reader{MaxSize: -1}.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Lstat(path)
 	if err != nil {
 		return "", err
 	}

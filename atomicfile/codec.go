@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -125,22 +124,41 @@ func WriteJSON(path string, v any, perm fs.FileMode) error {
 // ReadYAML decodes the YAML file at path into v, which must be a non-nil
 // pointer (anything else is the caller's mistake, reported as a plain
 // error before the file is read). A missing file gives an error matching
-// fs.ErrNotExist. Bytes that do not parse, a second document after the
-// first, or nothing to decode (an empty file, or one of comments only, whose
-// Err matches ErrEmpty) give a *CorruptError. Unknown fields are ignored.
-func ReadYAML(path string, v any) error { return readFile("ReadYAML", path, v, decodeYAML, false) }
+// fs.ErrNotExist; a symbolic link (never followed), anything else that is
+// not a regular file, or a file larger than DefaultMaxSize a *RefusedError
+// (see Reader). Bytes that do not parse, a second document after the
+// first, or nothing to decode (an empty file, or one of comments only,
+// whose Err matches ErrEmpty) give a *CorruptError. Unknown fields are
+// ignored.
+func ReadYAML(path string, v any) error { return Reader{}.ReadYAML(path, v) }
 
 // ReadYAMLStrict is ReadYAML but an unknown field is a *CorruptError.
-func ReadYAMLStrict(path string, v any) error {
-	return readFile("ReadYAMLStrict", path, v, decodeYAML, true)
-}
+func ReadYAMLStrict(path string, v any) error { return Reader{}.ReadYAMLStrict(path, v) }
 
 // ReadJSON decodes the JSON file at path into v, like ReadYAML.
-func ReadJSON(path string, v any) error { return readFile("ReadJSON", path, v, decodeJSON, false) }
+func ReadJSON(path string, v any) error { return Reader{}.ReadJSON(path, v) }
 
 // ReadJSONStrict is ReadJSON but an unknown field is a *CorruptError.
-func ReadJSONStrict(path string, v any) error {
-	return readFile("ReadJSONStrict", path, v, decodeJSON, true)
+func ReadJSONStrict(path string, v any) error { return Reader{}.ReadJSONStrict(path, v) }
+
+// ReadYAML is the package's ReadYAML with r's limits.
+func (r Reader) ReadYAML(path string, v any) error {
+	return r.decodeFile("ReadYAML", path, v, decodeYAML, false)
+}
+
+// ReadYAMLStrict is the package's ReadYAMLStrict with r's limits.
+func (r Reader) ReadYAMLStrict(path string, v any) error {
+	return r.decodeFile("ReadYAMLStrict", path, v, decodeYAML, true)
+}
+
+// ReadJSON is the package's ReadJSON with r's limits.
+func (r Reader) ReadJSON(path string, v any) error {
+	return r.decodeFile("ReadJSON", path, v, decodeJSON, false)
+}
+
+// ReadJSONStrict is the package's ReadJSONStrict with r's limits.
+func (r Reader) ReadJSONStrict(path string, v any) error {
+	return r.decodeFile("ReadJSONStrict", path, v, decodeJSON, true)
 }
 
 // ParseYAML decodes data, read from path, into v; v may be nil to check the
@@ -165,11 +183,11 @@ func ParseJSON(path string, data []byte, v any) error {
 
 type decodeFunc func(path string, data []byte, v any, strict bool) error
 
-func readFile(fn, path string, v any, decode decodeFunc, strict bool) error {
+func (r Reader) decodeFile(fn, path string, v any, decode decodeFunc, strict bool) error {
 	if err := checkTarget(fn, path, v, false); err != nil {
 		return err
 	}
-	data, err := os.ReadFile(path)
+	data, err := r.ReadFile(path)
 	if err != nil {
 		return err
 	}

@@ -83,3 +83,24 @@ func ExampleWriteFiles() {
 	// active: default
 	// tone: warm
 }
+
+// Read the files of a config tree that others may write: no link below the
+// root is followed, no pipe waited on, no file over the limit read.
+func ExampleReader() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	secret := filepath.Join(dir, "id_ed25519")
+	_ = os.WriteFile(secret, []byte("PRIVATE KEY\n"), 0o600)
+	config := filepath.Join(dir, "config")
+	_ = os.Mkdir(config, 0o700)
+	_ = os.Symlink(secret, filepath.Join(config, "persona.yaml"))
+
+	r := atomicfile.Reader{Root: config, MaxSize: 64 << 10}
+	var p struct{ Name string }
+	err := r.ReadYAMLStrict(filepath.Join(config, "persona.yaml"), &p)
+	var refused *atomicfile.RefusedError
+	if errors.As(err, &refused) {
+		fmt.Println(filepath.Base(refused.Path), "is", refused.Kind(), errors.Is(err, atomicfile.ErrNotRegular))
+	}
+	// Output: persona.yaml is a symbolic link true
+}
