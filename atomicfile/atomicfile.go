@@ -13,8 +13,10 @@
 // ReadFile and the YAML and JSON readers read a regular file only, and
 // only up to a size limit (DefaultMaxSize unless a Reader sets another):
 // they never follow a symbolic link, never wait on a named pipe, and refuse
-// anything else, naming it, before reading a byte (*RefusedError). Linux
-// and macOS only.
+// anything else, naming it, before reading a byte (*RefusedError). A
+// *CorruptError's Error quotes what the decoder said, the file's values
+// included, for logs; its Summary and Excerpt say what and where without
+// quoting more than the start of a line. Linux and macOS only.
 package atomicfile
 
 import (

@@ -42,6 +42,13 @@ type CorruptError struct {
 	Line int    // 1-based line of the first problem, 0 if unknown
 	Err  error  // what the decoder said; nil if nothing more is known
 
+	// Excerpt is the start of line Line as the file has it, at most
+	// MaxExcerpt bytes cut at a character boundary; "" when the line is
+	// unknown or blank. A message that must not carry the file's bytes
+	// (one for an MCP client) can show it in place of Err, whose text
+	// quotes values of the file at any length.
+	Excerpt string
+
 	// Remedy says what to do about the file, as a lower-case phrase
 	// ("restart the server: it restores the file from git"). Empty means
 	// the generic advice to fix the file by hand or restore it from a
@@ -75,6 +82,19 @@ func (e *CorruptError) Problem() string {
 	}
 	return where + ": corrupt: " + e.Err.Error()
 }
+
+// MaxExcerpt is the most bytes of a line a CorruptError's Excerpt holds.
+const MaxExcerpt = 40
+
+// Summary says what is wrong with the file in words of this package's
+// own, quoting nothing of it: the decoders' messages quote the file's keys
+// and values (a field not found, a value of the wrong type, a syntax error
+// near a token), so Summary reduces them to their kind ("unknown field",
+// "a list where another type is wanted", "not valid YAML: did not find
+// expected key"). With Path, Line and Excerpt it makes a message for a
+// reader who may see at most a line's start; Error keeps the decoder's
+// full text for logs.
+func (e *CorruptError) Summary() string { return summary(e.Err) }
 
 // Unwrap returns ErrCorrupt and the decoder's error, if there is one.
 func (e *CorruptError) Unwrap() []error {
@@ -233,7 +253,7 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 		return &CorruptError{Path: path, Err: errOnlyComments}
 	}
 	if err != nil {
-		return yamlError(path, err)
+		return yamlError(path, data, err)
 	}
 	// One document per file: a second one, as JSON's trailing data, is a
 	// doubled or torn write, or two files pasted into one.
@@ -242,20 +262,28 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 	case errors.Is(err, io.EOF):
 		return nil
 	case err != nil:
-		return yamlError(path, err)
+		return yamlError(path, data, err)
 	}
-	return &CorruptError{Path: path, Line: next.Line, Err: errSecondDocument}
+	return corrupt(path, data, next.Line, errSecondDocument)
+}
+
+// corrupt is the *CorruptError for line of data, with its excerpt.
+func corrupt(path string, data []byte, line int, err error) *CorruptError {
+	return &CorruptError{Path: path, Line: line, Err: err, Excerpt: excerpt(data, line)}
 }
 
 // yamlError is the *CorruptError for an error of the YAML decoder, with
 // the line it names.
-func yamlError(path string, err error) *CorruptError {
-	ce := &CorruptError{Path: path, Err: err}
+func yamlError(path string, data []byte, err error) *CorruptError {
+	line := 0
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		ce.Line, _ = strconv.Atoi(m[1])
+		line, _ = strconv.Atoi(m[1])
 	}
-	return ce
+	return corrupt(path, data, line, err)
 }
+
+// errJSONTrailing is the Err of a JSON file with bytes after its value.
+var errJSONTrailing = errors.New("unexpected data after the JSON value")
 
 func decodeJSON(path string, data []byte, v any, strict bool) error {
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -273,8 +301,7 @@ func decodeJSON(path string, data []byte, v any, strict bool) error {
 	if err == nil {
 		// One value per file: trailing bytes are a torn or doubled write.
 		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
-			off := dec.InputOffset()
-			return &CorruptError{Path: path, Line: lineAt(data, off), Err: errors.New("unexpected data after the JSON value")}
+			return corrupt(path, data, lineAt(data, dec.InputOffset()), errJSONTrailing)
 		}
 		return nil
 	}
@@ -289,7 +316,7 @@ func decodeJSON(path string, data []byte, v any, strict bool) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		off = int64(len(data))
 	}
-	return &CorruptError{Path: path, Line: lineAt(data, off), Err: err}
+	return corrupt(path, data, lineAt(data, off), err)
 }
 
 func lineAt(data []byte, off int64) int {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -178,4 +179,67 @@ func TestReadSizeLimit(t *testing.T) {
 	data, err = atomicfile.Reader{MaxSize: 1}.ReadFile(empty)
 	require.NoError(t, err)
 	assert.Empty(t, data)
+}
+
+// TestCorruptErrorSummary: the summary and excerpt of a corrupt file say
+// what is wrong and where, and quote at most MaxExcerpt bytes of the
+// offending line, where the decoder's message quotes the file's values.
+func TestCorruptErrorSummary(t *testing.T) {
+	type persona struct {
+		Name  string            `yaml:"name" json:"name"`
+		Prefs map[string]string `yaml:"prefs" json:"prefs"`
+		N     int               `yaml:"n" json:"n"`
+	}
+	long := strings.Repeat("s3cr3t", 20)
+	for _, tc := range []struct {
+		name, file, data, summary string
+		line                      int
+	}{
+		{"unknown field", "a.yaml", "name: a\n" + long + ": x\n", "unknown field", 2},
+		{"wrong type", "a.yaml", "name: a\nn: " + long + "\n", "a string where another type is wanted", 2},
+		{"list for a string", "a.yaml", "name: [" + long + "]\n", "a list where another type is wanted", 1},
+		{"key twice", "a.yaml", "name: a\nprefs:\n  " + long + ": 1\n  " + long + ": 2\n", "a key given twice (first at line 3)", 4},
+		{"syntax", "a.yaml", "name: a\n  " + long + ": [\n", "not valid YAML: mapping values are not allowed in this context", 2},
+		{"unknown anchor", "a.yaml", "name: *" + long + "\n", "an alias to an anchor not defined before it", 0},
+		{"second document", "a.yaml", "name: a\n--- " + long + "\n", "a second YAML document begins here (a file holds one)", 2},
+		{"json syntax", "a.json", "{\"name\": " + long + "}", "not valid JSON", 1},
+		{"json unknown field", "a.json", "{\"" + long + "\": 1}", "unknown field", 1},
+		{"json wrong type", "a.json", "{\"n\": \"" + long + "\"}", "a value of the wrong type (string)", 1},
+		{"json torn", "a.json", "{\"name\": \"" + long, "the file ends in the middle of a value", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.file)
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
+			var p persona
+			var err error
+			if strings.HasSuffix(tc.file, ".json") {
+				err = atomicfile.ReadJSONStrict(path, &p)
+			} else {
+				err = atomicfile.ReadYAMLStrict(path, &p)
+			}
+			var ce *atomicfile.CorruptError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tc.summary, ce.Summary())
+			assert.NotContains(t, ce.Summary(), "s3cr3t")
+			if tc.line > 0 {
+				assert.Equal(t, tc.line, ce.Line)
+				assert.LessOrEqual(t, len(ce.Excerpt), atomicfile.MaxExcerpt)
+				assert.True(t, strings.HasPrefix(strings.Split(tc.data, "\n")[tc.line-1], ce.Excerpt), "the excerpt %q is the start of line %d", ce.Excerpt, tc.line)
+				assert.NotEmpty(t, ce.Excerpt)
+			}
+		})
+	}
+}
+
+// TestExcerptCutsAtACharacter: an excerpt never ends inside a UTF-8
+// character.
+func TestExcerptCutsAtACharacter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a.yaml")
+	line := strings.Repeat("é", 30) + ": [" // 2 bytes each: byte 40 ends a character, 39 does not
+	require.NoError(t, os.WriteFile(path, []byte("x"+line+"\n"), 0o600))
+	var v any
+	var ce *atomicfile.CorruptError
+	require.ErrorAs(t, atomicfile.ReadYAML(path, &v), &ce)
+	require.Equal(t, 1, ce.Line)
+	assert.Equal(t, "x"+strings.Repeat("é", 19), ce.Excerpt)
 }
