@@ -13,8 +13,9 @@
 // ReadFile and the YAML and JSON readers read a regular file only, and
 // only up to a size limit (DefaultMaxSize unless a Reader sets another):
 // they never follow a symbolic link, never wait on a named pipe, and refuse
-// anything else, naming it, before reading a byte (*RefusedError). A
-// *CorruptError's Error quotes what the decoder said, the file's values
+// anything else, naming it, before reading a byte (*RefusedError). A YAML
+// file whose aliases expand to more than MaxAliasValues values is refused
+// as corrupt before it is decoded. A *CorruptError's Error quotes what the decoder said, the file's values
 // included, for logs; its Summary and Excerpt say what and where without
 // quoting more than the start of a line. Linux and macOS only.
 package atomicfile

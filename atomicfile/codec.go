@@ -241,6 +241,11 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &CorruptError{Path: path, Err: ErrEmpty}
 	}
+	if bytes.IndexByte(data, '*') >= 0 { // no alias without a '*'
+		if line := aliasBomb(data); line > 0 {
+			return corrupt(path, data, line, errAliasBomb)
+		}
+	}
 	if v == nil {
 		var n yaml.Node
 		v = &n
