@@ -38,9 +38,14 @@ func skip(name string, top bool) bool {
 	return name == ".git" || (top && strings.HasPrefix(name, ".git.")) || atomicfile.IsTemp(name)
 }
 
-// scan reads the work tree.
+// scan reads the work tree. An entry that is not a directory or a regular
+// file (a symbolic link, a named pipe, a socket, a device), or a file
+// larger than Options.MaxFileSize, is an *atomicfile.RefusedError naming
+// it: gitstore versions regular files only, and neither follows a link
+// nor waits on a pipe to read one.
 func (s *Store) scan() ([]file, error) {
 	var files []file
+	read := atomicfile.Reader{Root: s.dir, MaxSize: s.opts.MaxFileSize}
 	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -57,29 +62,21 @@ func (s *Store) scan() ([]file, error) {
 		if d.IsDir() {
 			return nil
 		}
-		info, err := os.Lstat(p)
-		if err != nil {
+		if !d.Type().IsRegular() {
+			return &atomicfile.RefusedError{Path: p, Mode: d.Type()}
+		}
+		// Stat before the read: a write in between leaves stat data older
+		// than the bytes, which git notices, never the other way round.
+		f := file{path: s.rel(p)}
+		if f.info, err = os.Lstat(p); err != nil {
 			return err
 		}
-		f := file{path: s.rel(p), info: info}
-		switch {
-		case info.Mode().IsRegular():
-			f.mode = filemode.Regular
-			if info.Mode()&0o111 != 0 {
-				f.mode = filemode.Executable
-			}
-			if f.data, err = os.ReadFile(p); err != nil {
-				return err
-			}
-		case info.Mode()&fs.ModeSymlink != 0:
-			f.mode = filemode.Symlink
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			f.data = []byte(target)
-		default:
-			return nil // sockets, devices: not config
+		if f.data, err = read.ReadFile(p); err != nil {
+			return err
+		}
+		f.mode = filemode.Regular
+		if f.info.Mode()&0o111 != 0 {
+			f.mode = filemode.Executable
 		}
 		f.hash = plumbing.ComputeHash(plumbing.BlobObject, f.data)
 		files = append(files, f)

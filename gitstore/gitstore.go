@@ -16,7 +16,13 @@
 // stale *.lock files, the index of a pack a kill left without its pack, and
 // a .git/config that does not parse (rewritten, its bytes kept beside it).
 // A Commit that returned survives kill -9 and a power cut. History is never
-// rewritten: Rollback makes a new commit. A Store is for one writer process
+// rewritten: Rollback makes a new commit.
+//
+// The work tree and the history are trusted no further than their files:
+// gitstore versions regular files only. Commit refuses a work tree that
+// holds a symbolic link, a named pipe, a socket or a device, or a file
+// larger than Options.MaxFileSize, and reads each file without following a
+// link or waiting on a pipe. A Store is for one writer process
 // (the holder of the home lock); its methods may be called from several
 // goroutines, and run one at a time.
 package gitstore
@@ -89,7 +95,10 @@ type Options struct {
 	// PackThreshold objects in all, so its cost does not grow with the
 	// history.
 	PackThreshold int
-	Logger        *slog.Logger // nil = discard
+	// MaxFileSize is the largest work-tree file Commit records, in bytes:
+	// 0 means atomicfile.DefaultMaxSize, a negative value no limit.
+	MaxFileSize int64
+	Logger      *slog.Logger // nil = discard
 }
 
 // DefaultPackThreshold is the loose-object count that triggers packing.
