@@ -14,3 +14,6 @@ func ForceMerge() (restore func()) {
 	forceMerge = true
 	return func() { forceMerge = false }
 }
+
+// SafePath is safePath, for its table test.
+var SafePath = safePath

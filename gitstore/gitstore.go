@@ -22,7 +22,9 @@
 // gitstore versions regular files only. Commit refuses a work tree that
 // holds a symbolic link, a named pipe, a socket or a device, or a file
 // larger than Options.MaxFileSize, and reads each file without following a
-// link or waiting on a pipe. A Store is for one writer process
+// link or waiting on a pipe; Restore, Rollback and ReadAt refuse an entry
+// of the history that is a symbolic link or a submodule, too large, or
+// named to lead out of the work tree or into a .git (see EntryError). A Store is for one writer process
 // (the holder of the home lock); its methods may be called from several
 // goroutines, and run one at a time.
 package gitstore
@@ -95,8 +97,9 @@ type Options struct {
 	// PackThreshold objects in all, so its cost does not grow with the
 	// history.
 	PackThreshold int
-	// MaxFileSize is the largest work-tree file Commit records, in bytes:
-	// 0 means atomicfile.DefaultMaxSize, a negative value no limit.
+	// MaxFileSize is the largest work-tree file Commit records, and the
+	// largest file of the history Restore, Rollback and ReadAt return, in
+	// bytes: 0 means atomicfile.DefaultMaxSize, a negative value no limit.
 	MaxFileSize int64
 	Logger      *slog.Logger // nil = discard
 }

@@ -189,7 +189,9 @@ func (s *Store) History(p string, n int) ([]Commit, error) {
 }
 
 // ReadAt returns the bytes of path at revision rev. A path missing at rev
-// gives an error matching fs.ErrNotExist; a bad rev a *RevisionError.
+// gives an error matching fs.ErrNotExist; a bad rev a *RevisionError; a
+// symbolic link, or a file larger than Options.MaxFileSize, an
+// *EntryError (never the link's target).
 func (s *Store) ReadAt(rev, p string) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,6 +211,9 @@ func (s *Store) readAt(rev, p string) ([]byte, filemode.FileMode, error) {
 	f, err := c.File(p)
 	if err != nil {
 		return nil, 0, &fs.PathError{Op: "read at " + rev, Path: p, Err: fs.ErrNotExist}
+	}
+	if err := s.checkEntry(rev, f); err != nil {
+		return nil, 0, err
 	}
 	body, err := f.Contents()
 	if err != nil {
@@ -242,7 +247,8 @@ func (s *Store) FilesAt(rev string) ([]string, error) {
 }
 
 // Restore writes path's bytes at rev into the work tree, atomically. It
-// does not commit and does not move HEAD.
+// does not commit and does not move HEAD. An entry it will not write (see
+// EntryError) is refused and the work tree left as it was.
 func (s *Store) Restore(p, rev string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,24 +259,19 @@ func (s *Store) Restore(p, rev string) error {
 	if err != nil {
 		return err
 	}
+	p, _ = cleanPath(p) // readAt checked it
+	if err := s.checkWorkDirs(rev, p); err != nil {
+		return err
+	}
 	return s.writeWork(p, data, mode)
 }
 
+// writeWork writes a file of the history into the work tree: a regular
+// file, executable or not, as checkEntry and checkWorkDirs let through.
 func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
 	dst := filepath.Join(s.dir, filepath.FromSlash(p))
 	if err := atomicfile.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
-	}
-	if mode == filemode.Symlink {
-		tmp := dst + ".symlink-restore"
-		os.Remove(tmp)
-		if err := os.Symlink(string(data), tmp); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dst); err != nil {
-			return err
-		}
-		return atomicfile.SyncDir(filepath.Dir(dst))
 	}
 	perm := fs.FileMode(0o600)
 	if mode == filemode.Executable {
@@ -282,6 +283,13 @@ func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
 // Rollback makes the work tree equal to revision rev and commits that as a
 // new commit with message msg; history is never rewritten. It returns the
 // new hash, or "" when the tree already equals rev.
+//
+// It stops before changing anything when rev holds an entry it will not
+// write (an *EntryError: a symbolic link, a submodule, a file too large, a
+// path out of the work tree or into a .git) or the work tree holds one
+// Commit refuses (an *atomicfile.RefusedError): a rollback is all of rev or
+// nothing, so the error names the first such entry and the work tree is
+// left as it was.
 func (s *Store) Rollback(rev, msg string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -296,19 +304,23 @@ func (s *Store) Rollback(rev, msg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	want := map[string]bool{}
+	// Check everything before writing anything.
+	var want []*object.File
 	err = tree.Files().ForEach(func(f *object.File) error {
-		want[f.Name] = true
-		body, err := f.Contents()
-		if err != nil {
+		if err := s.checkEntry(rev, f); err != nil {
 			return err
 		}
-		cur, err := os.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f.Name)))
-		if err == nil && string(cur) == body {
-			return nil
+		if err := s.checkWorkDirs(rev, f.Name); err != nil {
+			return err
 		}
-		return s.writeWork(f.Name, []byte(body), f.Mode)
+		want = append(want, f)
+		return nil
 	})
+	var ee *EntryError
+	if err != nil && !errors.As(err, &ee) {
+		// go-git's walk refuses some names itself (.., .git in any case).
+		err = fmt.Errorf("gitstore: rollback to %s: its files cannot be listed: %w; nothing was written", rev, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -316,8 +328,24 @@ func (s *Store) Rollback(rev, msg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	wanted := map[string]bool{}
+	read := atomicfile.Reader{Root: s.dir, MaxSize: s.opts.MaxFileSize}
+	for _, f := range want {
+		wanted[f.Name] = true
+		body, err := f.Contents()
+		if err != nil {
+			return "", err
+		}
+		cur, err := read.ReadFile(filepath.Join(s.dir, filepath.FromSlash(f.Name)))
+		if err == nil && string(cur) == body {
+			continue
+		}
+		if err := s.writeWork(f.Name, []byte(body), f.Mode); err != nil {
+			return "", err
+		}
+	}
 	for _, f := range files {
-		if !want[f.path] {
+		if !wanted[f.path] {
 			p := filepath.Join(s.dir, filepath.FromSlash(f.path))
 			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return "", err
