@@ -5,7 +5,14 @@
 // server's state file aside, rolls back interrupted checkpointed updates,
 // recreates missing directories, repairs the config repository, quarantines
 // config files that do not parse and restores their last good version from
-// git, and commits what a crash left uncommitted. It never deletes user
+// git, and commits what a crash left uncommitted.
+//
+// A config file is read only as a regular file of at most MaxFileSize
+// bytes: a symbolic link (to a file outside the home or inside it), a named
+// pipe, a socket, a device or a directory where a config file belongs
+// (named *.yaml, *.yml or *.json) is never followed or opened, and is
+// quarantined like a corrupt file; a link is moved as a link, its target
+// left alone. It never deletes user
 // data: whatever it moves goes to backups/ byte for byte. A corrupt file
 // with no good version in history is quarantined and reported as needing the
 // user, not replaced with defaults unless the caller allows it. Run must be
@@ -40,6 +47,7 @@ const (
 	KindUncommitted    = "uncommitted-changes" // config/ differs from its last commit: committed
 	KindNotInstalled   = "not-installed"       // no config repository: Run checks nothing else
 	KindUnreadableFile = "unreadable"          // a config file Run cannot read: left for the user
+	KindRefusedFile    = "refused-file"        // a link, pipe, socket, device or directory where a config file belongs, or a file over MaxFileSize: quarantined, restored if it can be
 )
 
 // Options configure Run.
@@ -53,6 +61,11 @@ type Options struct {
 	// it such a file is quarantined and the finding needs the user.
 	Defaults      fs.FS
 	AllowDefaults bool // let Defaults replace a corrupt file with no good version
+	// MaxFileSize is the largest config file Run reads, in bytes: 0 means
+	// atomicfile.DefaultMaxSize, a negative value no limit. A larger file
+	// is quarantined like a corrupt one, and so is a history version of it
+	// larger than this: it is not a good version to restore.
+	MaxFileSize int64
 	// DryRun finds and reports but changes nothing.
 	DryRun bool
 	// Git sets the config repository's author; HoldsLock is implied.

@@ -454,8 +454,13 @@ func walk(t *testing.T, home string, withGit bool) map[string]*fileInfo {
 			out[rel+"/"] = &fileInfo{Mode: info.Mode().String()}
 			return nil
 		}
-		if info.Mode().Perm() == 0 {
-			out[rel] = &fileInfo{Mode: info.Mode().String()}
+		if info.Mode().Perm() == 0 || !info.Mode().IsRegular() {
+			// Not read: only root could, or it is a link, pipe or socket.
+			f := &fileInfo{Mode: info.Mode().String()}
+			if info.Mode().Type() == fs.ModeSymlink {
+				f.Data, _ = os.Readlink(p)
+			}
+			out[rel] = f
 			return nil
 		}
 		b, err := os.ReadFile(p)

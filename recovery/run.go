@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ type runner struct {
 	log        *slog.Logger
 	report     Report
 	unreadable int             // config files that could not be read
+	refused    int             // entries of config/ that are not regular files, or too large
 	store      *gitstore.Store // the config repository, once the config step opened it
 }
 
@@ -199,8 +201,10 @@ func (r *runner) staleState(context.Context) error {
 	default:
 		detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", s.PID)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// Not through a link, and not waiting on a pipe: anything but a
+	// regular file is moved aside as it is.
+	raw, err := atomicfile.Reader{MaxSize: -1}.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, atomicfile.ErrNotRegular) {
 		return err
 	}
 	redacted := redactToken(raw)
@@ -405,6 +409,9 @@ func (r *runner) gitOptions() *gitstore.Options {
 		o = *r.opts.Git
 	}
 	o.HoldsLock, o.ReadOnly = !r.opts.DryRun, r.opts.DryRun
+	if o.MaxFileSize == 0 {
+		o.MaxFileSize = r.opts.MaxFileSize
+	}
 	if o.Logger == nil {
 		o.Logger = r.log
 	}
@@ -434,9 +441,10 @@ func (r *runner) config(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.unreadable > 0 {
+	if r.unreadable > 0 || r.refused > 0 && r.opts.DryRun {
 		// A commit needs every file of the tree; each unreadable one is
-		// a finding that says so.
+		// a finding that says so, and so is each one a dry run left in
+		// place that a commit refuses.
 		return nil
 	}
 	dirty, err := store.Dirty()
@@ -500,20 +508,27 @@ func (r *runner) parse(rel string, data []byte) error {
 	return err
 }
 
-// checkFile quarantines a config file that does not parse and restores its
-// newest good version from history (or the default, when allowed).
+// checkFile quarantines a config file that does not parse, or an entry
+// that is not a regular file or is too large, and restores its newest good
+// version from history (or the default, when allowed).
 func (r *runner) checkFile(store *gitstore.Store, configDir, rel string) error {
 	abs := filepath.Join(configDir, filepath.FromSlash(rel))
-	data, err := os.ReadFile(abs)
-	if err != nil {
+	data, err := atomicfile.Reader{Root: configDir, MaxSize: r.opts.MaxFileSize}.ReadFile(abs)
+	var refused *atomicfile.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		r.refused++
+	case err != nil:
 		r.unreadable++
 		r.add(Finding{Kind: KindUnreadableFile, Path: r.rel(abs), Action: "none", Detail: err.Error(), NeedsUser: true,
 			Remedy: "fix the file's permissions or owner so the server can read it; until then changes to " + ConfigDir + "/ are not committed"})
 		return nil
 	}
-	perr := r.parse(rel, data)
-	if perr == nil {
-		return nil
+	var perr error
+	if refused == nil {
+		if perr = r.parse(rel, data); perr == nil {
+			return nil
+		}
 	}
 	good, from := r.lastGood(store, rel)
 	if good == nil && r.opts.AllowDefaults && r.opts.Defaults != nil {
@@ -521,15 +536,33 @@ func (r *runner) checkFile(store *gitstore.Store, configDir, rel string) error {
 			good, from = d, "the default"
 		}
 	}
-	f := Finding{Kind: KindCorruptConfig, Path: r.rel(abs), Detail: problem(perr)}
+	f := Finding{Kind: KindCorruptConfig, Path: r.rel(abs)}
+	if refused != nil {
+		f.Kind, f.Detail = KindRefusedFile, r.refusal(abs, refused)
+	} else {
+		f.Detail = problem(perr)
+	}
 	if good == nil {
 		f.Action, f.NeedsUser = "quarantined to "+BackupsDir+"/", true
 		f.Remedy = "no good version in history: fix the copy in " + BackupsDir + "/ and put it back, then commit"
+		if refused != nil {
+			f.Remedy = "no good version in history: if a config file belongs there, put a regular file " +
+				"of at most " + maxSize(r.opts.MaxFileSize) + " in its place (config files are never read through a link), then commit"
+		}
 	} else {
 		f.Action = "quarantined to " + BackupsDir + "/ and restored from " + from
+		if refused != nil {
+			f.Remedy = "nothing to do: what was there is kept in " + BackupsDir + "/; " +
+				"config files are read only as regular files of at most " + maxSize(r.opts.MaxFileSize) + ", never through a link"
+		}
 	}
 	if !r.opts.DryRun {
-		dst, err := r.quarantine(abs, "corrupt")
+		// A link is moved as a link: rename never follows it.
+		prefix := "corrupt"
+		if refused != nil {
+			prefix = "refused"
+		}
+		dst, err := r.quarantine(abs, prefix)
 		if err != nil {
 			return err
 		}
@@ -542,6 +575,43 @@ func (r *runner) checkFile(store *gitstore.Store, configDir, rel string) error {
 	}
 	r.add(f)
 	return nil
+}
+
+// refusal is a Finding's Detail for an entry the read refused: what it is,
+// where a link points (the link's own bytes, never its target's), or the
+// size.
+func (r *runner) refusal(abs string, re *atomicfile.RefusedError) string {
+	if re.Mode.Type() == 0 {
+		return fmt.Sprintf("%d bytes, more than the %d a config file may have", re.Size, re.Limit)
+	}
+	what := re.Kind()
+	if re.Path != abs {
+		what = r.rel(re.Path) + " is " + what // a linked directory above it
+	}
+	if re.Mode.Type()&fs.ModeSymlink != 0 {
+		if target, err := os.Readlink(re.Path); err == nil {
+			what += " to " + strconv.Quote(target)
+		}
+		return what + ", not a regular file (links are never followed)"
+	}
+	if re.Mode.IsDir() {
+		return what + " where a config file belongs"
+	}
+	return what + ", not a regular file"
+}
+
+// maxSize words the size limit limit (0 for the default) for a remedy.
+func maxSize(limit int64) string {
+	switch {
+	case limit == 0:
+		limit = atomicfile.DefaultMaxSize
+	case limit < 0:
+		return "any size"
+	}
+	if limit%(1<<20) == 0 {
+		return strconv.FormatInt(limit>>20, 10) + " MiB"
+	}
+	return strconv.FormatInt(limit, 10) + " bytes"
 }
 
 // lastGood returns the newest committed version of rel that parses, and
@@ -560,28 +630,49 @@ func (r *runner) lastGood(store *gitstore.Store, rel string) ([]byte, string) {
 	return nil, ""
 }
 
-// configFiles lists the regular files of the config work tree, relative
-// and slash-separated, without .git, sorted.
+// configFiles lists what checkFile checks in the config work tree,
+// relative and slash-separated, without .git, sorted: every entry that is
+// not a directory (regular files, and links, pipes, sockets and devices,
+// which it quarantines), and every directory named like a config file
+// (*.yaml, *.yml, *.json), which it quarantines too, whole. A link to a
+// directory is listed, not followed.
 func configFiles(dir string) ([]string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		if p == dir {
+			return nil
+		}
 		if d.IsDir() && d.Name() == ".git" {
 			return filepath.SkipDir
 		}
-		if d.Type().IsRegular() {
-			rel, err := filepath.Rel(dir, p)
-			if err != nil {
-				return err
-			}
-			files = append(files, filepath.ToSlash(rel))
+		if d.IsDir() && !isConfigName(d.Name()) {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
+		if d.IsDir() {
+			return filepath.SkipDir
 		}
 		return nil
 	})
 	slices.Sort(files)
 	return files, err
+}
+
+// isConfigName reports whether name is a config file's: *.yaml, *.yml or
+// *.json.
+func isConfigName(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
 }
 
 // problem is err's text for a Finding's Detail. A *atomicfile.CorruptError
