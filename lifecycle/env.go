@@ -32,6 +32,9 @@ type Env struct {
 	Logger    *slog.Logger     // never nil
 	Boot      bootstrap.Result // what bootstrap found and did: installed, resumed, upgraded, boots
 	Report    recovery.Report  // what start-up recovery found and did
+	// MaxFileSize is the largest config file Reader reads (0 means
+	// atomicfile.DefaultMaxSize): Options.MaxFileSize.
+	MaxFileSize int64
 
 	mu sync.Mutex // one update at a time: the home has one writer
 	// unclosed closes the checkpoint of a failed Update that could not be

@@ -55,6 +55,10 @@ type Options struct {
 
 	// Validate, if set, checks each config file during recovery.
 	Validate func(path string, data []byte) error
+	// MaxFileSize is the largest config file read, in bytes (recovery,
+	// commits, Env.Reader): 0 means atomicfile.DefaultMaxSize (1 MiB), a
+	// negative value no limit.
+	MaxFileSize int64
 
 	HealthInterval  time.Duration // default DefaultHealthInterval
 	ShutdownTimeout time.Duration // default DefaultShutdownTimeout

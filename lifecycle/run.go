@@ -94,13 +94,13 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 
 	// recovery logs each finding, with its remedy, and hands on the config
 	// repository it checked.
-	report, store, err := recovery.RunAndOpen(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, Logger: log})
+	report, store, err := recovery.RunAndOpen(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, MaxFileSize: o.MaxFileSize, Logger: log})
 	if err != nil {
 		return err
 	}
 	configDir := filepath.Join(o.Home, "config")
 	if store == nil { // recovery could not open it and reported why; this says it again, as the error
-		if store, err = gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: log}); err != nil {
+		if store, err = gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, MaxFileSize: o.MaxFileSize, Logger: log}); err != nil {
 			return err
 		}
 	}
@@ -143,7 +143,8 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		change(&st)
 		return statefile.Write(statePath, &st)
 	}
-	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report, state: snapshot}
+	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report,
+		MaxFileSize: o.MaxFileSize, state: snapshot}
 
 	// The state file says ready: the transports are bound, and serving
 	// starts as soon as the server is built. It carries a first health
