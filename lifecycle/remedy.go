@@ -55,9 +55,10 @@ func withRemedy(err error, home string) error {
 // check the disk. A *atomicfile.CorruptError (as atomicfile.ReadYAML
 // returns it, unwrapped) of a file in ConfigDir gets its remedy too:
 // restart the server, or run `mcpkeep doctor --fix` with it stopped, to
-// restore the file from git. Other errors, and nil, are returned as they
-// are. Update and Commit already explain their errors; use Explain for a
-// tool's own reads and writes.
+// restore the file from git; so does a *atomicfile.RefusedError (a link, a
+// pipe, a file too large) there. Other errors, and nil, are returned as
+// they are. Update and Commit already explain their errors; use Explain
+// for a tool's own reads and writes.
 func (e *Env) Explain(err error) error {
 	if err == nil {
 		return nil
@@ -68,7 +69,28 @@ func (e *Env) Explain(err error) error {
 			"either moves the file to backups/ and puts back its last good version from git; or fix it by hand", e.Home)
 		return &c
 	}
+	if re, ok := err.(*atomicfile.RefusedError); ok && re.Remedy == "" && within(e.ConfigDir, re.Path) {
+		r := *re
+		r.Remedy = fmt.Sprintf("restart the server, or stop it and run `mcpkeep doctor --fix --home %s`: "+
+			"either moves it to backups/ and puts back the file's last good version from git; "+
+			"config files are read only as regular files of at most %s, never through a link", e.Home, sizeLimit(e.MaxFileSize))
+		return &r
+	}
 	return withRemedy(err, e.Home)
+}
+
+// sizeLimit words the size limit limit (0 for the default).
+func sizeLimit(limit int64) string {
+	switch {
+	case limit == 0:
+		limit = atomicfile.DefaultMaxSize
+	case limit < 0:
+		return "any size"
+	}
+	if limit%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", limit>>20)
+	}
+	return fmt.Sprintf("%d bytes", limit)
 }
 
 // within reports whether path is inside dir.
