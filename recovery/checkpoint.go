@@ -72,7 +72,9 @@ func Begin(home, op string, paths ...string) (_ *Checkpoint, err error) {
 			return nil, err
 		}
 		pre := preimage{Path: rel}
-		data, err := os.ReadFile(abs)
+		// Not through a link, nor waiting on a pipe: such an entry is
+		// refused, and the update with it.
+		data, err := atomicfile.Reader{MaxSize: -1}.ReadFile(abs)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			pre.Absent = true
