@@ -165,10 +165,12 @@ func exerciseFault(t *testing.T, s *server, home string, f fault) {
 	f.inject()
 	r := s.update(t, "default", "tone", "during")
 	require.True(t, r.IsError, "the update must fail: %s", r.Text())
+	// A client is told the file relative to config/ (Env.ToolError).
+	rel := "personas/default.yaml"
 	if f.unreadable {
-		assert.Contains(t, r.Text(), f.remedy+": open "+file+": ", "names the file")
+		assert.Contains(t, r.Text(), f.remedy+": open "+rel+": ", "names the file")
 	} else {
-		assert.Contains(t, r.Text(), "update_preference default.tone failed, "+file+" ", "names the update and the file")
+		assert.Contains(t, r.Text(), "update_preference default.tone failed, "+rel+" ", "names the update and the file")
 		assert.Contains(t, r.Text(), f.remedy)
 	}
 	assert.Equal(t, before, readFile(t, file), "the old bytes are intact")

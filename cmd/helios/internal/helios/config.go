@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 )
@@ -68,6 +69,8 @@ func checkPersonaName(name string) error {
 // config reads and writes helios's files in one config directory.
 type config struct {
 	dir string
+	// read reads the files: rooted at dir, no link followed, size-limited.
+	read atomicfile.Reader
 	// explain adds the remedy to a disk or permission error; nil leaves
 	// errors as they are.
 	explain func(error) error
@@ -85,7 +88,7 @@ func (c config) path(rel string) string { return filepath.Join(c.dir, filepath.F
 
 func (c config) base() (Base, error) {
 	var b Base
-	err := atomicfile.ReadYAMLStrict(c.path(baseFile), &b)
+	err := c.read.ReadYAMLStrict(c.path(baseFile), &b)
 	return b, c.wrap(err)
 }
 
@@ -94,7 +97,7 @@ func (c config) persona(name string) (Persona, error) {
 		return Persona{}, err
 	}
 	var p Persona
-	err := atomicfile.ReadYAMLStrict(c.path(personaPath(name)), &p)
+	err := c.read.ReadYAMLStrict(c.path(personaPath(name)), &p)
 	if errors.Is(err, fs.ErrNotExist) {
 		names, _ := c.personas()
 		return p, fmt.Errorf("no persona %q (have: %s)", name, strings.Join(names, ", "))
@@ -106,7 +109,13 @@ func (c config) persona(name string) (Persona, error) {
 }
 
 func (c config) personas() ([]string, error) {
-	entries, err := os.ReadDir(c.path(personasDir))
+	// Not through a link: the names of another directory's files are not
+	// helios's to list.
+	dir := c.path(personasDir)
+	if fi, err := os.Lstat(dir); err == nil && !fi.IsDir() {
+		return nil, c.wrap(&atomicfile.RefusedError{Path: dir, Mode: fi.Mode().Type()})
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, c.wrap(err)
 	}
@@ -138,15 +147,28 @@ func Validate(rel string, data []byte) error {
 			return err
 		}
 		if want := strings.TrimSuffix(filepath.Base(rel), ".yaml"); p.Name != want {
-			return fmt.Errorf("%s: name is %q, want %q (the file name)", rel, p.Name, want)
+			return fmt.Errorf("%s: name is %q, want %q (the file name)", rel, short(p.Name), want)
 		}
 	}
 	return nil
 }
 
+// short returns s, or its first atomicfile.MaxExcerpt bytes and "…": a
+// value of a file quoted in an error, which may reach a client.
+func short(s string) string {
+	if len(s) <= atomicfile.MaxExcerpt {
+		return s
+	}
+	cut := atomicfile.MaxExcerpt
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // ValidateDir checks a whole config directory, after migrations.
 func ValidateDir(dir string) error {
-	c := config{dir: dir}
+	c := config{dir: dir, read: atomicfile.Reader{Root: dir}}
 	b, err := c.base()
 	if err != nil {
 		return err

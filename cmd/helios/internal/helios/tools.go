@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -72,21 +71,31 @@ type (
 // NewServer builds helios's MCP server on env: the tools read and write the
 // files under env.ConfigDir, every change through env.Update.
 func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
-	t := &tools{env: env, cfg: config{dir: env.ConfigDir, explain: env.Explain}}
+	t := &tools{env: env, cfg: config{dir: env.ConfigDir, read: env.Reader(), explain: env.Explain}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: Version()}, &mcp.ServerOptions{
 		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
 		Logger:       env.Logger,
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "get_config", Description: "Read the base configuration and the active persona."}, t.getConfig)
-	mcp.AddTool(s, &mcp.Tool{Name: "list_personas", Description: "List persona names and the active one."}, t.listPersonas)
-	mcp.AddTool(s, &mcp.Tool{Name: "get_persona", Description: "Read one persona."}, t.getPersona)
-	mcp.AddTool(s, &mcp.Tool{Name: "set_active_persona", Description: "Make a persona the active one."}, t.setActive)
-	mcp.AddTool(s, &mcp.Tool{Name: "update_preference", Description: "Set (or, with an empty value, remove) one preference of a persona."}, t.updatePreference)
-	mcp.AddTool(s, &mcp.Tool{Name: "commit_changes", Description: "Commit config files edited by hand."}, t.commitChanges)
-	mcp.AddTool(s, &mcp.Tool{Name: "history", Description: "List the commits that changed the config, newest first."}, t.history)
-	mcp.AddTool(s, &mcp.Tool{Name: "rollback", Description: "Make the config equal to an earlier revision, as a new commit."}, t.rollback)
-	mcp.AddTool(s, &mcp.Tool{Name: "server_info", Description: "Describe this server: pid, transports, health, boot and recovery."}, t.serverInfo)
+	addTool(s, env, &mcp.Tool{Name: "get_config", Description: "Read the base configuration and the active persona."}, t.getConfig)
+	addTool(s, env, &mcp.Tool{Name: "list_personas", Description: "List persona names and the active one."}, t.listPersonas)
+	addTool(s, env, &mcp.Tool{Name: "get_persona", Description: "Read one persona."}, t.getPersona)
+	addTool(s, env, &mcp.Tool{Name: "set_active_persona", Description: "Make a persona the active one."}, t.setActive)
+	addTool(s, env, &mcp.Tool{Name: "update_preference", Description: "Set (or, with an empty value, remove) one preference of a persona."}, t.updatePreference)
+	addTool(s, env, &mcp.Tool{Name: "commit_changes", Description: "Commit config files edited by hand."}, t.commitChanges)
+	addTool(s, env, &mcp.Tool{Name: "history", Description: "List the commits that changed the config, newest first."}, t.history)
+	addTool(s, env, &mcp.Tool{Name: "rollback", Description: "Make the config equal to an earlier revision, as a new commit."}, t.rollback)
+	addTool(s, env, &mcp.Tool{Name: "server_info", Description: "Describe this server: pid, transports, health, boot and recovery."}, t.serverInfo)
 	return s, nil
+}
+
+// addTool adds a tool whose errors reach the client through
+// env.ToolError: a client is told what is wrong and where, never the bytes
+// of a file beyond the start of a line of the config tree.
+func addTool[In, Out any](s *mcp.Server, env *lifecycle.Env, tool *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	mcp.AddTool(s, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		res, out, err := h(ctx, req, in)
+		return res, out, env.ToolError(err)
+	})
 }
 
 type tools struct {
@@ -207,11 +216,18 @@ func (t *tools) validateTree() error {
 		return err
 	}
 	for _, rel := range files {
-		data, err := os.ReadFile(t.cfg.path(rel))
+		data, err := t.cfg.read.ReadFile(t.cfg.path(rel))
 		if err != nil {
-			return err
+			return t.cfg.wrap(err)
 		}
 		if err := Validate(rel, data); err != nil {
+			if ce, ok := err.(*atomicfile.CorruptError); ok {
+				// Named by its path, as a read names it: the remedy and
+				// the excerpt are those of a file of the config tree.
+				c := *ce
+				c.Path = t.cfg.path(rel)
+				err = t.cfg.wrap(&c)
+			}
 			return fmt.Errorf("not committed: %w", err)
 		}
 	}
