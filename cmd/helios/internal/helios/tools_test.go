@@ -26,7 +26,7 @@ const hangAfter = 30 * time.Second
 // serve runs helios on the harness in a fresh home, stdio on pipes, with
 // the Options changed by change, and returns a client session and the home.
 // The test's end stops it.
-func serve(t *testing.T, change func(*lifecycle.Options)) (*mcp.ClientSession, string) {
+func serve(t testing.TB, change func(*lifecycle.Options)) (*mcp.ClientSession, string) {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	inR, inW := io.Pipe()
