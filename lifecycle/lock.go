@@ -164,9 +164,13 @@ func (l *HomeLock) takePIDFile() error {
 // reclaim records and removes a stale PID file. Content that is not a PID is
 // copied into backups/ first: nothing is deleted that cannot be looked at.
 func (l *HomeLock) reclaim(path string) error {
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.ReadFile(path) // no link followed, no pipe waited on
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	var refused *atomicfile.RefusedError
+	if errors.As(err, &refused) {
+		return l.setAside(path, refused)
 	}
 	if err != nil {
 		return err
@@ -190,6 +194,28 @@ func (l *HomeLock) reclaim(path string) error {
 		return err
 	}
 	return nil
+}
+
+// setAside moves what is at path, which is no PID file (a link, a pipe, a
+// huge file), into the home's backups/ as it is, and notes it.
+func (l *HomeLock) setAside(path string, refused *atomicfile.RefusedError) error {
+	dir := filepath.Join(l.home, bootstrap.BackupsDir)
+	if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	dst := filepath.Join(dir, filepath.Base(path)+"."+time.Now().UTC().Format("20060102T150405.000000000Z")+".bak")
+	if err := os.Rename(path, dst); err != nil {
+		return fmt.Errorf("lifecycle: PID file %s is not a regular file and could not be moved aside: %w", path, err)
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return err
+	}
+	what := refused.Kind()
+	if refused.Mode.Type() == 0 {
+		what = fmt.Sprintf("a file of %d bytes", refused.Size)
+	}
+	l.reclaimed = append(l.reclaimed, fmt.Sprintf("%s was %s, not a PID file; moved to %s", path, what, dst))
+	return atomicfile.SyncDir(l.home)
 }
 
 // saveGarbage copies the PID file at path into the home's backups/,
@@ -225,7 +251,7 @@ func ParseLockContent(data []byte) (int, error) {
 func lockedError(home string) *LockedError {
 	e := &LockedError{Home: home}
 	path := filepath.Join(home, LockFile)
-	if data, err := os.ReadFile(path); err == nil {
+	if data, err := atomicfile.ReadFile(path); err == nil {
 		e.PID, _ = ParseLockContent(data)
 		if fi, err := os.Stat(path); err == nil {
 			e.Since = fi.ModTime()
@@ -279,7 +305,7 @@ func (l *HomeLock) Check() error {
 		return fmt.Errorf("lifecycle: flock on %s is not held", l.fl.Path())
 	}
 	path := filepath.Join(l.home, LockFile)
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := l.pidFile.TryLock(); err != nil {
 			return fmt.Errorf("lifecycle: PID file %s was deleted and could not be rewritten: %w", path, err)
