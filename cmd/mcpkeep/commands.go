@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
@@ -192,9 +192,10 @@ func short(hash string) string {
 }
 
 // readLockPID reads the PID lock file (lockfile's "<pid>\n", parsed as
-// the lock parses it).
+// the lock parses it), as a regular file only: a link is not followed
+// and a pipe not waited on.
 func readLockPID(path string) (int, error) {
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
@@ -294,9 +295,9 @@ const kindStaleLock = "stale-lock"
 // calls it stale. It only reads: the next start, or doctor --fix,
 // reclaims it.
 func staleLock(home string) (recovery.Finding, bool) {
-	data, err := os.ReadFile(filepath.Join(home, lifecycle.LockFile))
+	data, err := atomicfile.ReadFile(filepath.Join(home, lifecycle.LockFile))
 	if err != nil {
-		return recovery.Finding{}, false // none, or unreadable: the next start says
+		return recovery.Finding{}, false // none, unreadable, or not a file: the next start says
 	}
 	f := recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "would be reclaimed"}
 	pid, err := lifecycle.ParseLockContent(data)
