@@ -229,3 +229,40 @@ func TestHostileConfigFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestRollbackToolRefusesALinkInHistory: a history that already holds a
+// link to a file outside the home, made with the git CLI: helios's
+// rollback tool to that commit is refused with an error naming the entry
+// and the revision, the tree and HEAD are unchanged, and helios keeps
+// serving.
+func TestRollbackToolRefusesALinkInHistory(t *testing.T) {
+	home := copyHome(t, installedHome(t))
+	outside := outsideFiles(t)
+	config := filepath.Join(home, "config")
+	link := filepath.Join(config, "personas", "evil.yaml")
+	require.NoError(t, os.Symlink(filepath.Join(outside, "evil.yaml"), link))
+	git(t, config, "add", "-A")
+	git(t, config, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a link, by hand")
+	withLink := strings.TrimSpace(git(t, config, "rev-parse", "HEAD"))
+	require.NoError(t, os.Remove(link))
+	git(t, config, "add", "-A")
+	git(t, config, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "the link removed")
+	head := git(t, config, "rev-parse", "HEAD")
+	index := git(t, config, "ls-files", "-s")
+
+	s := start(t, home, filepath.Join(t.TempDir(), "servers.json"))
+	cs, _ := teeStdio(t, s)
+	s.ready(t)
+	res := mcptest.CallTool(t, cs, "rollback", map[string]any{"rev": withLink})
+	require.True(t, res.IsError, mcptest.Text(res))
+	assert.Contains(t, mcptest.Text(res), `"personas/evil.yaml" at `+withLink+` is a symbolic link: refused, nothing was written`)
+	assert.NotContains(t, mcptest.Text(res), outsideMarker)
+	assert.NotContains(t, mcptest.Text(res), outside, "the link's target is not quoted")
+	assert.Equal(t, head, git(t, config, "rev-parse", "HEAD"), "no commit")
+	assert.Equal(t, index, git(t, config, "ls-files", "-s"), "the tree unchanged")
+	assert.Empty(t, git(t, config, "status", "--porcelain"))
+	changed := mcptest.Call[struct{ Commit string }](t, cs, "update_preference", map[string]any{"key": "tone", "value": "after"})
+	assert.NotEmpty(t, changed.Commit, "the server keeps serving")
+	require.NoError(t, cs.Close())
+	require.NoError(t, s.exit(t, hangAfter))
+}
