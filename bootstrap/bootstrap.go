@@ -18,8 +18,9 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
+
+	"github.com/mcpkeep/mcpkeep/internal/buildinfo"
 )
 
 // State is what Detect finds in a home.
@@ -87,26 +88,11 @@ type Info struct {
 	Detail         string    `json:"detail,omitempty"`          // why the home is Incomplete, TooNew, …
 }
 
-const modulePath = "github.com/mcpkeep/mcpkeep"
-
-// ToolkitVersion returns the version of the mcpkeep module in this binary
-// (as the main module or a dependency), or "devel" for a local build.
-func ToolkitVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	v := ""
-	if bi.Main.Path == modulePath {
-		v = bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path == modulePath {
-			v = d.Version
-		}
-	}
-	if v == "" || v == "(devel)" {
-		return "devel"
-	}
-	return v
-}
+// ToolkitVersion says which mcpkeep this binary holds, as the main module or
+// a dependency: the version a release build stamped in, with its commit
+// ("v1.2.3 (commit 1a2b3c4d5e6f)"), a module version, or for anything that
+// is not a release, where it came from in words: "devel (local directory
+// ../mcpkeep, by a replace directive in go.mod)", "v0.0.0-2026…-29135dbe3994
+// (commit 29135dbe3994 of 2026-11-24, not a release)", or "devel (a local
+// build, no commit recorded)" when the build recorded nothing.
+func ToolkitVersion() string { return buildinfo.Read().String() }

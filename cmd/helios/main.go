@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -66,7 +67,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if *showVersion {
 		// --version is the one thing printed to stdout: no transport runs.
-		fmt.Fprintln(stdout, "helios", helios.Version())
+		// The version with its commit, or for a local build where it came
+		// from: "helios v1.2.3 (commit 1a2b3c4d5e6f)".
+		fmt.Fprintln(stdout, "helios", bootstrap.ToolkitVersion())
 		return exitOK
 	}
 	if *noStdio && *httpAddr == "" {

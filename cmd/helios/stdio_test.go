@@ -197,7 +197,7 @@ func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run())
-	assert.Regexp(t, `^helios \S+\n$`, stdout.String())
+	assert.Regexp(t, `^helios \S+( \(.+\))?\n$`, stdout.String())
 	assert.Empty(t, stderr.String())
 	assert.NoDirExists(t, home, "--version touches no home")
 }

@@ -530,12 +530,14 @@ func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
 		r := mcpkeep(t, args...)
 		assert.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
-		assert.Regexp(t, `^mcpkeep \S+\n$`, r.stdout, "%v", args)
+		assert.Regexp(t, `^mcpkeep \S+( \(.+\))?\n$`, r.stdout, "%v", args)
 		assert.Empty(t, r.stderr, "%v", args)
 	}
 	got := decode[map[string]string](t, mcpkeep(t, "version", "--json"))
 	assert.Equal(t, "mcpkeep", got["name"])
 	assert.NotEmpty(t, got["version"])
+	assert.Contains(t, got, "commit")
+	assert.NotEmpty(t, got["detail"], "a test build is no release: the detail says where it came from")
 }
 
 // TestLiveServer: beside a running server, doctor --fix and rollback refuse

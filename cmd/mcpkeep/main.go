@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/buildinfo"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
@@ -230,14 +231,17 @@ func installedHome(home string) (string, error) {
 		abs, bootstrap.VersionFile, bootstrap.ConfigDir)
 }
 
-// version prints "mcpkeep <version>", the version of the mcpkeep module
-// it was built from, to stdout.
+// version prints "mcpkeep <version> (<detail>)" to stdout: the version of
+// the mcpkeep module it was built from and its commit, or for a build that
+// is not a release, where it came from (bootstrap.ToolkitVersion). --json
+// gives the parts: name, version, commit and detail.
 func (c *cli) version(_ context.Context, args []string) error {
 	if _, err := parse(c.flags("version"), args, 0); err != nil {
 		return err
 	}
-	v := bootstrap.ToolkitVersion()
-	return c.emit(map[string]string{"name": "mcpkeep", "version": v}, "mcpkeep "+v+"\n")
+	i := buildinfo.Read()
+	return c.emit(map[string]string{"name": "mcpkeep", "version": i.Version, "commit": i.Commit, "detail": i.Detail},
+		"mcpkeep "+bootstrap.ToolkitVersion()+"\n")
 }
 
 // emit prints v as JSON with --json, else text.

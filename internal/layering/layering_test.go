@@ -21,11 +21,12 @@ var allowed = map[string][]string{
 	"internal/proc":      {},
 	"internal/layering":  {},
 	"internal/doccheck":  {},
+	"internal/buildinfo": {},
 	"atomicfile":         {"internal/failpoint"},
 	"statefile":          {"atomicfile", "internal/proc", "internal/failpoint"},
 	"portmgr":            {"internal/failpoint"},
 	"gitstore":           {"atomicfile", "internal/failpoint"},
-	"bootstrap":          {"atomicfile", "gitstore", "internal/failpoint"},
+	"bootstrap":          {"atomicfile", "gitstore", "internal/buildinfo", "internal/failpoint"},
 	"recovery":           {"atomicfile", "gitstore", "statefile", "internal/proc", "internal/failpoint"},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
 	"lifecycle/internal/mcpserve": {},
@@ -33,7 +34,7 @@ var allowed = map[string][]string{
 		"lifecycle/internal/mcpserve", "internal/proc", "internal/failpoint"},
 	"crashtest": {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios and the bare benchmark server.
-	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "lifecycle", "statefile"},
+	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
 	// helpers for tests that drive MCP servers.
 	"internal/mcptest": {},
 }

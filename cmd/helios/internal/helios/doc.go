@@ -9,10 +9,15 @@ package helios
 
 import (
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/buildinfo"
 )
 
-// Version is the version helios reports: the mcpkeep module's.
-func Version() string { return bootstrap.ToolkitVersion() }
+// Version is the version helios reports in its MCP server info and state
+// file: the mcpkeep module's, as a release build stamped it ("v1.2.3"),
+// else the module version the build recorded, or "devel".
+// bootstrap.ToolkitVersion says the same with the commit and, for a build
+// that is not a release, where it came from.
+func Version() string { return buildinfo.Read().Version }
 
 // Spec is the bootstrap.Spec of a helios home: its schema, default files
 // and the check run after migrations. Home and Logger are left to the
