@@ -37,6 +37,8 @@ var allowed = map[string][]string{
 	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
 	// helpers for tests that drive MCP servers.
 	"internal/mcptest": {},
+	// the release build (go run ./scripts/release), a command of its own.
+	"scripts/release": {},
 }
 
 // thirdParty lists which module packages may import a given third-party
