@@ -14,6 +14,10 @@
 //     macOS too;
 //   - SIGINT, SIGTERM and SIGHUP are passed to the binary, and the launcher
 //     waits for it to exit;
+//   - when the launcher's parent dies while stdin is still open, the binary
+//     gets SIGTERM: `npx` runs the launcher under `sh -c`, and a SIGTERM to
+//     npx alone reaches that shell, which dies without passing it on, so
+//     without this the binary would run until the client closed stdin;
 //   - the binary's exit status is the launcher's; if a signal killed it,
 //     the launcher dies of the same signal.
 //
@@ -26,6 +30,9 @@ const os = require("os");
 const path = require("path");
 
 const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP"];
+
+// How often the launcher checks that its parent is alive, in milliseconds.
+const PARENT_CHECK_MS = 500;
 
 function fail(message) {
   process.stderr.write(message + "\n");
@@ -87,6 +94,19 @@ function launch(name) {
   child.stdin.on("error", () => {});
   process.stdin.on("error", () => child.stdin.end());
   process.stdin.pipe(child.stdin);
+
+  // The parent's death: the process is re-parented and ppid changes. Once
+  // stdin has ended (a server run with stdin at /dev/null under nohup,
+  // say) the parent no longer matters.
+  const parent = process.ppid;
+  const watch = setInterval(() => {
+    if (process.ppid !== parent) {
+      clearInterval(watch);
+      forward.SIGTERM();
+    }
+  }, PARENT_CHECK_MS);
+  watch.unref();
+  process.stdin.on("end", () => clearInterval(watch));
 
   child.on("error", (err) => fail(`${name}: cannot run ${bin}: ${err.message}`));
   child.on("exit", (code, signal) => {

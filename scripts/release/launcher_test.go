@@ -139,7 +139,20 @@ type launched struct {
 
 func launch(t *testing.T, bin string, args ...string) *launched {
 	t.Helper()
-	cmd := exec.Command(nodeOrFail(t), append([]string{bin}, args...)...)
+	return launchVia(t, append([]string{nodeOrFail(t), bin}, args...))
+}
+
+// launchVia runs argv, which runs the launcher with the arguments that
+// follow its script.
+func launchVia(t *testing.T, argv []string) *launched {
+	t.Helper()
+	var args []string
+	for i, a := range argv {
+		if strings.HasSuffix(a, ".js") {
+			args = argv[i+1:]
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stderr = os.Stderr
 	stdinR, stdinW, err := os.Pipe()
@@ -203,32 +216,6 @@ func (l *launched) wait(t *testing.T) syscall.WaitStatus {
 	return l.cmd.ProcessState.Sys().(syscall.WaitStatus)
 }
 
-// gone reports whether pid has exited (a zombie nobody reaped counts).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return runtime.GOOS == "linux"
-	}
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
-}
-
-// waitGone waits up to 30 s for pid to exit.
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still runs 30 s later", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestLauncherPassesArgvStdinAndExitCode(t *testing.T) {
 	_, bin := npmTree(t)
 	l := launch(t, bin, "--home", "/tmp/a b", "", "ünïcode", "--exit", "7")
@@ -255,7 +242,7 @@ func TestLauncherForwardsSignals(t *testing.T) {
 			assert.Equal(t, fmt.Sprintf("signal %d", sig), l.next(t), "the child got the signal")
 			ws := l.wait(t)
 			assert.Equal(t, 100+int(sig), ws.ExitStatus(), "and the launcher waited for its exit and took its status")
-			waitGone(t, l.pid)
+			waitGoneAll(t, []int{l.pid})
 		})
 	}
 }
@@ -276,9 +263,21 @@ func TestLauncherKilledLeavesNoOrphan(t *testing.T) {
 	l := launch(t, bin)
 	require.NoError(t, l.cmd.Process.Kill())
 	assert.Equal(t, "eof", l.next(t), "the child read EOF when the launcher died")
-	waitGone(t, l.pid)
+	waitGoneAll(t, []int{l.pid})
 	ws := l.wait(t)
 	assert.True(t, ws.Signaled())
+}
+
+// TestLauncherOrphanedStopsTheChild: npx runs the launcher under sh -c; a
+// SIGTERM to npx kills that shell, which does not pass it on. The launcher
+// sees its parent gone while stdin is still open and stops the child.
+func TestLauncherOrphanedStopsTheChild(t *testing.T) {
+	_, bin := npmTree(t)
+	// "; exit" keeps sh from exec'ing node: sh stays node's parent.
+	l := launchVia(t, []string{"/bin/sh", "-c", `"$0" "$@"; exit $?`, nodeOrFail(t), bin})
+	require.NoError(t, l.cmd.Process.Kill(), "kill the shell")
+	assert.Equal(t, fmt.Sprintf("signal %d", syscall.SIGTERM), l.next(t), "the child got SIGTERM when the launcher lost its parent")
+	waitGoneAll(t, []int{l.pid})
 }
 
 func TestLauncherWithoutThePlatformPackage(t *testing.T) {
