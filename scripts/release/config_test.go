@@ -10,7 +10,7 @@ import (
 )
 
 // repoConfig is the repository's own packaging/release.json.
-func repoConfig(t *testing.T) *config {
+func repoConfig(t testing.TB) *config {
 	t.Helper()
 	c, err := loadConfig(filepath.Join("..", "..", ConfigFile))
 	require.NoError(t, err)
