@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +69,25 @@ func TestVersion(t *testing.T) {
 		_, err := parseVersion(bad)
 		assert.Error(t, err, "%q", bad)
 	}
+}
+
+// FuzzParseVersion: a version that parses is said back as it was given,
+// and its npm and PEP 440 forms name the same release numbers.
+func FuzzParseVersion(f *testing.F) {
+	for _, s := range []string{"v1.2.3", "v0.1.0-rc.2", "v0.0.0-dev.218", "v1.2", "v01.2.3", "v1.2.3-rc1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseVersion(s)
+		if err != nil {
+			return
+		}
+		assert.Equal(t, s, v.Go())
+		prefix := fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
+		assert.True(t, strings.HasPrefix(v.NPM(), prefix), v.NPM())
+		assert.True(t, strings.HasPrefix(v.Python(), prefix), v.Python())
+		again, err := parseVersion("v" + v.NPM())
+		require.NoError(t, err)
+		assert.Equal(t, v, again)
+	})
 }
