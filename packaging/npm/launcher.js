@@ -42,21 +42,22 @@ function fail(message) {
 // binaryPath returns the path of the binary called name in the package
 // built for this platform.
 function binaryPath(name) {
-  const main = require("../package.json").name;
   const platforms = require("./platforms.json");
+  // The package's own name, for the messages only: read when one is due.
+  const main = () => require("../package.json").name;
   const key = process.platform + "-" + process.arch;
   const pkg = platforms[key];
   if (!pkg) {
-    fail(`${main}: no ${name} binary for ${key}; this release has ${Object.keys(platforms).join(", ")}`);
+    fail(`${main()}: no ${name} binary for ${key}; this release has ${Object.keys(platforms).join(", ")}`);
   }
   let dir;
   try {
     dir = path.dirname(require.resolve(pkg + "/package.json"));
   } catch (err) {
-    fail(`${main}: the package ${pkg}, which holds the ${key} binaries, is not installed. ` +
-      `npm installs it as an optional dependency of ${main}; it was left out ` +
+    fail(`${main()}: the package ${pkg}, which holds the ${key} binaries, is not installed. ` +
+      `npm installs it as an optional dependency of ${main()}; it was left out ` +
       `(--omit=optional, --no-optional, or a lock file made on another platform). ` +
-      `Install ${main} again without that.`);
+      `Install ${main()} again without that.`);
   }
   const bin = path.join(dir, "bin", name);
   try {

@@ -291,4 +291,14 @@ func TestLauncherWithoutThePlatformPackage(t *testing.T) {
 	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
 	assert.Contains(t, string(out), "is not installed")
 	assert.Contains(t, string(out), "--omit=optional", "it says how the package goes missing")
+
+	// A platform the release does not have.
+	platforms := filepath.Join(dir, repoConfig(t).Name, "lib", "platforms.json")
+	require.NoError(t, os.WriteFile(platforms, []byte(`{"plan9-mips": "mcpkeep-helios-plan9-mips"}`), 0o644))
+	cmd = exec.Command(nodeOrFail(t), bin, "--version")
+	out, err = cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode())
+	assert.Contains(t, string(out), "mcpkeep-helios: no helios binary for "+runtime.GOOS)
+	assert.Contains(t, string(out), "this release has plan9-mips")
 }
