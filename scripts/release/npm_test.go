@@ -61,3 +61,17 @@ func TestNPMPackages(t *testing.T) {
 		}
 	}
 }
+
+// TestPackageReadme: packaging/README.md renders, with the versions each
+// launcher pins in its own form.
+func TestPackageReadme(t *testing.T) {
+	v, err := parseVersion("v1.2.3-rc.4")
+	require.NoError(t, err)
+	r := &release{root: repoRoot(t), cfg: repoConfig(t), version: v}
+	readme, err := r.packageReadme()
+	require.NoError(t, err)
+	for _, want := range []string{"npx -y mcpkeep-helios@1.2.3-rc.4 ", "uvx mcpkeep-helios@1.2.3rc4 ",
+		"pipx run --spec mcpkeep-helios==1.2.3rc4 mcpkeep-helios ", "release v1.2.3-rc.4 of helios"} {
+		assert.Contains(t, string(readme), want)
+	}
+}
