@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 		launchedChild()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if buildTmp != "" {
+		_ = os.RemoveAll(buildTmp)
+	}
+	os.Exit(code)
 }
 
 // launchedChild stands in for helios under the launcher: it prints its

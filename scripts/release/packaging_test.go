@@ -59,6 +59,7 @@ func (b built) stamped() string {
 }
 
 var (
+	buildTmp  string // the clones and their dist/ trees
 	buildOnce sync.Once
 	theBuild  built
 	buildErr  error
@@ -149,6 +150,7 @@ func buildTwiceOnce(t testing.TB) (built, error) {
 	if err != nil {
 		return built{}, err
 	}
+	buildTmp = tmp // TestMain removes it: the build outlives any one test
 	var dists []string
 	for i, sub := range []string{"a", filepath.Join("b", "a-longer", "path")} {
 		src := filepath.Join(tmp, sub, "mcpkeep")
