@@ -45,7 +45,7 @@ func BenchmarkLaunch(b *testing.B) {
 	v := startVerdaccio(b)
 	npmCache := filepath.Join(tmp, "npm-cache")
 	npmEnv := npmEnv(b, v, tmp, npmCache)
-	publishNPM(b, v, c, rel, npmEnv)
+	publishNPM(b, v, c, rel, npmEnv) // the cache is filled below anyway
 	empty := filepath.Join(tmp, "empty")
 	must(b, os.Mkdir(empty, 0o755))
 

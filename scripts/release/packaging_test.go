@@ -554,9 +554,9 @@ func checkNPM(t *testing.T, b built) {
 	c := repoConfig(t)
 	v := startVerdaccio(t)
 	tmp := t.TempDir()
-	cache := filepath.Join(tmp, "npm-cache")
-	env := npmEnv(t, v, tmp, cache)
-	publishNPM(t, v, c, b, env)
+	// Publishing with a cache of its own leaves npx's empty: a first launch.
+	publishNPM(t, v, c, b, npmEnv(t, v, tmp, filepath.Join(tmp, "publish-cache")))
+	env := npmEnv(t, v, tmp, filepath.Join(tmp, "npm-cache"))
 	empty := filepath.Join(tmp, "empty")
 	require.NoError(t, os.Mkdir(empty, 0o755))
 	checkLaunch(t, b, "npx", empty, env, "npx", "-y", c.Name)
