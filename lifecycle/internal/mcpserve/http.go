@@ -10,34 +10,69 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// httpServer is the Streamable HTTP transport with its guards.
+// httpServer is the Streamable HTTP transport with its guards and limits.
 type httpServer struct {
-	opts    Options
-	log     *slog.Logger
-	server  *mcp.Server
-	stdio   *mcp.ServerSession // not ours to close
-	srv     *http.Server
+	opts   Options
+	limits Limits
+	log    *slog.Logger
+	server *mcp.Server
+	stdio  *mcp.ServerSession // not ours to close
+	stats  *Stats
+
+	stateful  http.Handler // the go-sdk handler with sessions
+	stateless http.Handler // the go-sdk handler without: 2026-07-28 and later
+	sessions  *sessionTable
+	ln        *connLimiter
+	srv       *http.Server
+
 	mu      sync.Mutex
 	closing bool
 	calls   sync.WaitGroup // POSTs in flight
 }
 
 func newHTTPServer(server *mcp.Server, stdio *mcp.ServerSession, opts Options, log *slog.Logger) *httpServer {
-	h := &httpServer{opts: opts, log: log, server: server, stdio: stdio}
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-		&mcp.StreamableHTTPOptions{Logger: log})
+	limits := opts.Limits.withDefaults()
+	stats := opts.Stats
+	if stats == nil {
+		stats = new(Stats)
+	}
+	h := &httpServer{opts: opts, limits: limits, log: log, server: server, stdio: stdio, stats: stats}
+	getServer := func(*http.Request) *mcp.Server { return server }
+	// The body is read, bounded, before either handler sees it.
+	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log, MaxRequestBodyBytes: -1})
+	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log, MaxRequestBodyBytes: -1, Stateless: true})
+	h.sessions = newSessionTable(limits, h.closeSession, stats, log)
+	h.ln = newConnLimiter(opts.Listener, limits.MaxConnections, stats)
+
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", h.healthz)
-	mux.Handle("/mcp", h.guard(mcpHandler))
-	h.srv = &http.Server{Handler: h.checkHost(mux), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	mux.Handle("/mcp", h.guard(http.HandlerFunc(h.serveMCP)))
+	h.srv = &http.Server{
+		Handler:           h.checkHost(mux),
+		ReadHeaderTimeout: positive(limits.ReadHeaderTimeout),
+		IdleTimeout:       positive(limits.IdleTimeout),
+		ConnState:         h.ln.connState,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 	return h
 }
 
-func (h *httpServer) serve() error { return h.srv.Serve(h.opts.Listener) }
+// positive is d, or 0 (none, to net/http) when d is negative.
+func positive(d time.Duration) time.Duration { return max(d, 0) }
+
+// serve serves until shutdown; logStats runs beside it.
+func (h *httpServer) serve() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { logStats(ctx, h.stats, h.log, logInterval) })
+	defer func() { cancel(); wg.Wait() }()
+	return h.srv.Serve(h.ln)
+}
 
 func (h *httpServer) healthz(w http.ResponseWriter, _ *http.Request) {
 	body := any(map[string]bool{"ok": true})
@@ -62,6 +97,21 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// refuse answers a request whose body it has not read, and closes the
+// connection after the answer instead of reading the body: a client that
+// sends it slowly, or never, gets its answer at once and holds nothing.
+// The body gets refuseGrace to arrive, so that a client that sent it whole
+// sees the connection closed cleanly.
+func refuse(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseGrace))
+	http.Error(w, msg, status)
+}
+
+// refuseGrace is how long a refused request's body may still take to
+// arrive before the connection is cut.
+const refuseGrace = 250 * time.Millisecond
+
 // checkHost refuses, on a loopback listener, a Host header that names
 // another machine: a DNS-rebinding page reaches 127.0.0.1 under its own name.
 func (h *httpServer) checkHost(next http.Handler) http.Handler {
@@ -69,21 +119,21 @@ func (h *httpServer) checkHost(next http.Handler) http.Handler {
 	onLoopback := addr != nil && addr.IP.IsLoopback()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if onLoopback && !loopbackHost(r.Host) {
-			http.Error(w, "forbidden: Host "+r.Host+" is not this server's loopback address", http.StatusForbidden)
+			refuse(w, http.StatusForbidden, "forbidden: Host "+r.Host+" is not this server's loopback address")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// guard checks Origin and the bearer token, refuses new requests while
-// shutting down, and counts calls in flight.
+// guard checks Origin and the bearer token before anything else, refuses
+// new requests while shutting down, and counts calls in flight.
 func (h *httpServer) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
 			if err != nil || !loopbackHost(u.Host) {
-				http.Error(w, "forbidden: cross-origin request from "+o, http.StatusForbidden)
+				refuse(w, http.StatusForbidden, "forbidden: cross-origin request from "+o)
 				return
 			}
 		}
@@ -91,14 +141,14 @@ func (h *httpServer) guard(next http.Handler) http.Handler {
 			got, ok := bearer(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
-				http.Error(w, "unauthorized: send Authorization: Bearer <token> (the token is in the server's state file)", http.StatusUnauthorized)
+				refuse(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token> (the token is in the server's state file)")
 				return
 			}
 		}
 		h.mu.Lock()
 		if h.closing {
 			h.mu.Unlock()
-			http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+			refuse(w, http.StatusServiceUnavailable, "server is shutting down")
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -136,6 +186,7 @@ func (h *httpServer) shutdown(ctx context.Context) {
 	case <-ctx.Done():
 		h.log.Warn("HTTP shutdown: calls still in flight at the deadline")
 	}
+	h.sessions.close()
 	for ss := range h.server.Sessions() {
 		if ss != h.stdio {
 			ss.Close()

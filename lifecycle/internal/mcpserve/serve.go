@@ -1,11 +1,17 @@
 // Package mcpserve serves one go-sdk *mcp.Server over stdio and Streamable
-// HTTP at once, and shuts both down gracefully. It works around three gaps
-// of the SDK: requests read just before stdin reaches EOF are answered
+// HTTP at once, and shuts both down gracefully. It works around gaps of
+// the SDK: requests read just before stdin reaches EOF are answered
 // instead of dropped (go-sdk #1061); HTTP sessions are closed before
 // http.Server.Shutdown, which otherwise hangs on open GET streams (go-sdk
-// #440); and Origin is checked, not only Host. Every HTTP request but
-// /healthz needs the bearer token. It does not decide where to listen:
-// the caller passes a bound listener.
+// #440); Origin is checked, not only Host; initialize-era clients (with
+// sessions) and 2026-07-28 clients (stateless) are served on one endpoint,
+// where the SDK serves one kind per handler; and what a client can hold is
+// bounded (Limits): sessions expire and are capped, connections are capped
+// and timed out, bodies are read against a deadline, and batches are
+// refused where the session's protocol version forbids them. Every HTTP
+// request but /healthz needs the bearer token, checked before anything is
+// read. It does not decide where to listen: the caller passes a bound
+// listener.
 package mcpserve
 
 import (
@@ -43,6 +49,14 @@ type Options struct {
 	Token string
 	// Health returns the JSON body of GET /healthz; it must hold no secret.
 	Health func() any
+	// Limits bound what HTTP clients can hold; zero fields take defaults.
+	Limits Limits
+	// Mode says which kinds of HTTP client are served; the zero value,
+	// ModeBoth, serves initialize-era and 2026-07-28 clients.
+	Mode Mode
+	// Stats, if not nil, is kept current with the HTTP transport's
+	// sessions and connections.
+	Stats *Stats
 	// ShutdownTimeout bounds the drain of in-flight calls; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
