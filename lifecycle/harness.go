@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
 	"github.com/mcpkeep/mcpkeep/portmgr"
 )
 
@@ -45,6 +46,13 @@ type Options struct {
 	// NoToken switches the bearer token off. It is refused unless HTTP is on
 	// a loopback address. Host and Origin checks stay on.
 	NoToken bool
+	// HTTPLimits bound what HTTP clients can hold: sessions, connections,
+	// time to send a request, body and batch sizes. Zero fields take the
+	// defaults documented on HTTPLimits.
+	HTTPLimits HTTPLimits
+	// HTTPMode says which kinds of MCP client HTTP serves; the zero value,
+	// HTTPModeBoth, serves initialize-era and 2026-07-28 clients alike.
+	HTTPMode HTTPMode
 
 	// Registry is the discovery registry file; "" means
 	// statefile.DefaultRegistryPath().
@@ -74,8 +82,9 @@ type Options struct {
 
 // Harness runs one MCP server on one home: see Run.
 type Harness struct {
-	opts Options
-	log  *slog.Logger
+	opts      Options
+	log       *slog.Logger
+	httpStats *mcpserve.Stats // the HTTP transport's counts, for /healthz and the state file
 }
 
 // New returns a Harness for opts. It checks opts but does no I/O.
@@ -104,6 +113,9 @@ func New(opts Options) (*Harness, error) {
 			return nil, fmt.Errorf("lifecycle: HTTP address %q is not loopback: the bearer token cannot be switched off", opts.HTTP)
 		}
 	}
+	if opts.HTTPMode < HTTPModeBoth || opts.HTTPMode > HTTPModeStateless {
+		return nil, fmt.Errorf("lifecycle: Options.HTTPMode %d is not one of HTTPModeBoth, HTTPModeSessions, HTTPModeStateless", opts.HTTPMode)
+	}
 	if opts.HealthInterval <= 0 {
 		opts.HealthInterval = DefaultHealthInterval
 	}
@@ -119,5 +131,5 @@ func New(opts Options) (*Harness, error) {
 		return nil, fmt.Errorf("lifecycle: home %q: %w", opts.Home, err)
 	}
 	opts.Home = abs
-	return &Harness{opts: opts, log: log.With("home", abs)}, nil
+	return &Harness{opts: opts, log: log.With("home", abs), httpStats: new(mcpserve.Stats)}, nil
 }

@@ -223,7 +223,10 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		Stdout:          o.Stdout,
 		Listener:        ln,
 		Token:           token,
-		Health:          func() any { return healthBody(snapshot()) },
+		Health:          func() any { return healthBody(snapshot(), h.httpStats) },
+		Limits:          mcpserve.Limits(o.HTTPLimits),
+		Mode:            mcpserve.Mode(o.HTTPMode),
+		Stats:           h.httpStats,
 		ShutdownTimeout: o.ShutdownTimeout,
 		Logger:          log,
 	})
@@ -307,7 +310,14 @@ func (h *Harness) healthLoop(ctx context.Context, lock *HomeLock, statePath stri
 		if !health.OK {
 			h.log.Error("health check failed", "problems", health.Problems)
 		}
-		if err := update(func(s *statefile.State) { s.Health = &health }); err != nil {
+		if err := update(func(s *statefile.State) {
+			s.Health = &health
+			if s.HTTP != nil { // a copy: snapshots share the old one
+				counted := *s.HTTP
+				counted.Sessions, counted.Connections = h.httpStats.Sessions(), h.httpStats.Connections()
+				s.HTTP = &counted
+			}
+		}); err != nil {
 			h.log.Error("health check: could not write the state file", "path", statePath, "err", err)
 		}
 	}
@@ -391,9 +401,11 @@ func httpURL(h *statefile.HTTP) string {
 	return h.URL
 }
 
-// healthBody is what GET /healthz returns: no token, no paths.
-func healthBody(s statefile.State) any {
-	body := map[string]any{"ok": true, "name": s.Name, "version": s.Version, "status": s.Status}
+// healthBody is what GET /healthz returns: no token, no paths; the HTTP
+// counts are live.
+func healthBody(s statefile.State, stats *mcpserve.Stats) any {
+	body := map[string]any{"ok": true, "name": s.Name, "version": s.Version, "status": s.Status,
+		"http": map[string]int{"sessions": stats.Sessions(), "connections": stats.Connections()}}
 	if s.Health != nil {
 		body["ok"] = s.Health.OK
 		body["checked_at"] = s.Health.CheckedAt

@@ -43,6 +43,12 @@ type HTTP struct {
 	Host string `json:"host"` // the host of the address asked for, as given ("" means 127.0.0.1)
 	Port int    `json:"port"` // the port it bound, which may differ from the port asked for
 	URL  string `json:"url"`  // what clients connect to: 127.0.0.1 for loopback, never localhost
+	// Sessions counts the endpoint's live HTTP sessions as of the last
+	// health check (Health.CheckedAt); GET /healthz has the count live.
+	// The registry's copy, made at start, has none.
+	Sessions int `json:"sessions,omitempty"`
+	// Connections counts its open HTTP connections, like Sessions.
+	Connections int `json:"connections,omitempty"`
 }
 
 // Health is the result of the last health check.
