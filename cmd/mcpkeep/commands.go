@@ -25,16 +25,20 @@ type lockOut struct {
 }
 
 type serverOut struct {
-	Name      string            `json:"name"`
-	Version   string            `json:"version,omitempty"`
-	PID       int               `json:"pid"`
-	Alive     bool              `json:"alive"`
-	Status    string            `json:"status"`
-	Stdio     bool              `json:"stdio"`
-	URL       string            `json:"url,omitempty"`
-	StartedAt time.Time         `json:"started_at"`
-	Health    *statefile.Health `json:"health,omitempty"`
-	Home      string            `json:"home,omitempty"`
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	PID     int    `json:"pid"`
+	Alive   bool   `json:"alive"`
+	Status  string `json:"status"`
+	Stdio   bool   `json:"stdio"`
+	URL     string `json:"url,omitempty"`
+	// HTTPSessions and HTTPConnections are the HTTP endpoint's live
+	// sessions and open connections at the last health check.
+	HTTPSessions    *int              `json:"http_sessions,omitempty"`
+	HTTPConnections *int              `json:"http_connections,omitempty"`
+	StartedAt       time.Time         `json:"started_at"`
+	Health          *statefile.Health `json:"health,omitempty"`
+	Home            string            `json:"home,omitempty"`
 }
 
 type configOut struct {
@@ -63,6 +67,7 @@ func toServer(s *statefile.State) *serverOut {
 		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home}
 	if s.HTTP != nil {
 		out.URL = s.HTTP.URL
+		out.HTTPSessions, out.HTTPConnections = &s.HTTP.Sessions, &s.HTTP.Connections
 	}
 	return out
 }
@@ -155,6 +160,9 @@ func statusText(o statusOut) string {
 		fmt.Fprintf(&b, "transport: stdio=%t", s.Stdio)
 		if s.URL != "" {
 			fmt.Fprintf(&b, " http=%s", s.URL)
+			if s.HTTPSessions != nil && s.HTTPConnections != nil {
+				fmt.Fprintf(&b, " (%d sessions, %d connections at the last health check)", *s.HTTPSessions, *s.HTTPConnections)
+			}
 		}
 		b.WriteString("\n")
 		switch h := s.Health; {

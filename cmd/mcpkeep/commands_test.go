@@ -553,7 +553,7 @@ func TestLiveServer(t *testing.T) {
 		r := mcpkeep(t, "status", "--home", home)
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "lock:      held by pid "+strconv.Itoa(p.Pid())+" (running)\n")
-		assert.Contains(t, r.stdout, " http="+st.HTTP.URL+"\n")
+		assert.Contains(t, r.stdout, " http="+st.HTTP.URL+" (0 sessions, 0 connections at the last health check)\n")
 		assert.Contains(t, r.stdout, "health:    ok (checked ", "the first check runs at start")
 		got := decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
 		require.NotNil(t, got.Server)
@@ -561,6 +561,10 @@ func TestLiveServer(t *testing.T) {
 		assert.Equal(t, p.Pid(), got.Server.PID)
 		assert.True(t, got.Server.Alive)
 		assert.Equal(t, st.HTTP.URL, got.Server.URL)
+		if assert.NotNil(t, got.Server.HTTPSessions) && assert.NotNil(t, got.Server.HTTPConnections) {
+			assert.Zero(t, *got.Server.HTTPSessions, "the counts of the first check, before any client")
+			assert.Zero(t, *got.Server.HTTPConnections)
+		}
 	})
 	t.Run("doctor beside it", func(t *testing.T) {
 		r := mcpkeep(t, "doctor", "--home", home)
