@@ -4,11 +4,13 @@
 //
 // Usage:
 //
-//	helios [--home DIR] [--http ADDR [--no-stdio]] [--registry FILE] [--version]
+//	helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--registry FILE] [--version]
 //
 // It speaks MCP over stdio (launch it from an MCP client) and, with --http,
 // over Streamable HTTP on ADDR (127.0.0.1:0 picks a port; the URL and bearer
-// token are in <home>/state.json). It stops when stdin ends, the client
+// token are in <home>/state.json); the --http-* flags set the limits on
+// what HTTP clients can hold (lifecycle.HTTPLimits) and which clients it
+// serves (lifecycle.HTTPMode). It stops when stdin ends, the client
 // being gone; --no-stdio serves HTTP alone and ignores stdin, for running
 // under nohup or a service manager, and stops on SIGTERM or SIGINT. Logs go
 // to stderr. Exit status: 0 after a clean stop, 1 on error, 2 on bad usage,
@@ -51,8 +53,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	noStdio := fs.Bool("no-stdio", false, "serve HTTP only and ignore stdin, which then need not be open (nohup, a service manager);\nstop with SIGTERM or SIGINT; needs --http")
 	registry := fs.String("registry", statefile.DefaultRegistryPath(), "discovery registry file; empty disables (env MCPKEEP_REGISTRY)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	var limits lifecycle.HTTPLimits
+	mode := fs.String("http-mode", "both", "which MCP clients HTTP serves: both (initialize-era ones with sessions, and 2026-07-28 ones),\nsessions (initialize-era only) or stateless (every request without a session)")
+	fs.DurationVar(&limits.SessionIdleTimeout, "http-session-idle", lifecycle.DefaultHTTPSessionIdleTimeout, "close an HTTP session idle this long; negative: never")
+	fs.IntVar(&limits.MaxSessions, "http-max-sessions", lifecycle.DefaultHTTPMaxSessions, "most live HTTP sessions (the idlest is closed to make room); negative: no cap")
+	fs.IntVar(&limits.MaxConnections, "http-max-conns", lifecycle.DefaultHTTPMaxConnections, "most open HTTP connections (the quietest is closed to make room); negative: no cap")
+	fs.DurationVar(&limits.ReadHeaderTimeout, "http-header-timeout", lifecycle.DefaultHTTPReadHeaderTimeout, "time a connection has to send a request's headers; negative: no limit")
+	fs.DurationVar(&limits.IdleTimeout, "http-idle-timeout", lifecycle.DefaultHTTPIdleTimeout, "close a keep-alive connection idle this long; negative: never")
+	fs.DurationVar(&limits.BodyReadTimeout, "http-body-timeout", lifecycle.DefaultHTTPBodyReadTimeout, "time a POST has to send its body; negative: no limit")
+	fs.IntVar(&limits.MaxBatch, "http-max-batch", lifecycle.DefaultHTTPMaxBatch, "most messages in a JSON-RPC batch (protocol 2025-03-26 and older); negative: no cap")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio]] [--registry FILE] [--version]\n\n")
+		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--registry FILE] [--version]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +82,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// from: "helios v1.2.3 (commit 1a2b3c4d5e6f)".
 		fmt.Fprintln(stdout, "helios", bootstrap.ToolkitVersion())
 		return exitOK
+	}
+	httpMode, ok := httpModes[*mode]
+	if !ok {
+		fmt.Fprintf(stderr, "helios: --http-mode %q is not one of both, sessions, stateless (see helios --help)\n", *mode)
+		return exitUsage
 	}
 	if *noStdio && *httpAddr == "" {
 		fmt.Fprintln(stderr, "helios: --no-stdio needs --http ADDR: without stdio, HTTP is the only transport (see helios --help)")
@@ -98,6 +114,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		NewServer:  helios.NewServer,
 		HTTP:       *httpAddr,
 		NoStdio:    *noStdio,
+		HTTPLimits: limits,
+		HTTPMode:   httpMode,
 		Registry:   *registry,
 		NoRegistry: *registry == "",
 		Validate:   helios.Validate,
@@ -117,6 +135,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitError
 	}
 	return exitOK
+}
+
+// httpModes are the values of --http-mode.
+var httpModes = map[string]lifecycle.HTTPMode{
+	"both":      lifecycle.HTTPModeBoth,
+	"sessions":  lifecycle.HTTPModeSessions,
+	"stateless": lifecycle.HTTPModeStateless,
 }
 
 func defaultHome() string {

@@ -61,6 +61,10 @@ type (
 		When    time.Time `json:"when"`
 	}
 	infoOut struct {
+		// Protocol is the MCP protocol version of the calling client: the
+		// one its request carries (2026-07-28 and later) or the one
+		// negotiated at initialize.
+		Protocol string          `json:"protocol"`
 		State    statefile.State `json:"state"`
 		Boot     string          `json:"boot"`
 		Boots    int             `json:"boots"`
@@ -74,7 +78,7 @@ func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
 	t := &tools{env: env, cfg: config{dir: env.ConfigDir, read: env.Reader(), explain: env.Explain}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: Version()}, &mcp.ServerOptions{
 		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
-		Logger:       env.Logger,
+		Logger:       lifecycle.SDKLogger(env.Logger),
 	})
 	addTool(s, env, &mcp.Tool{Name: "get_config", Description: "Read the base configuration and the active persona."}, t.getConfig)
 	addTool(s, env, &mcp.Tool{Name: "list_personas", Description: "List persona names and the active one."}, t.listPersonas)
@@ -264,8 +268,8 @@ func (t *tools) rollback(ctx context.Context, _ *mcp.CallToolRequest, in rollbac
 	return nil, changeOut{Commit: hash, Detail: detail}, err
 }
 
-func (t *tools) serverInfo(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, infoOut, error) {
-	out := infoOut{State: t.env.State(), Boot: t.env.Boot.Before.State.String(), Boots: t.env.Boot.After.Boots}
+func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, infoOut, error) {
+	out := infoOut{Protocol: lifecycle.ProtocolVersion(req), State: t.env.State(), Boot: t.env.Boot.Before.State.String(), Boots: t.env.Boot.After.Boots}
 	for _, f := range t.env.Report.Findings {
 		out.Recovery = append(out.Recovery, f.Kind+" "+f.Path+": "+f.Action)
 	}
