@@ -24,7 +24,7 @@ import (
 const hangAfter = 60 * time.Second
 
 // Binaries built once by TestMain.
-var heliosBin, mcpkeepBin, bareBin string
+var heliosBin, mcpkeepBin, bareBin, bareHTTPBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -42,6 +42,7 @@ func testMain(m *testing.M) int {
 		"github.com/mcpkeep/mcpkeep/cmd/helios":                      &heliosBin,
 		"github.com/mcpkeep/mcpkeep/cmd/mcpkeep":                     &mcpkeepBin,
 		"github.com/mcpkeep/mcpkeep/cmd/helios/internal/bare-helios": &bareBin,
+		"github.com/mcpkeep/mcpkeep/cmd/helios/internal/bare-http":   &bareHTTPBin,
 	} {
 		if *bin, err = crashtest.Build(ctx, pkg, dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
