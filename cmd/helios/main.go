@@ -25,7 +25,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
@@ -42,6 +44,12 @@ const (
 )
 
 func main() {
+	// A client that stops reading helios's stderr (one that exits
+	// without waiting for helios) would have the next log line kill
+	// helios with SIGPIPE in the middle of its shutdown, leaving its state
+	// file and registry entry behind. Ignored, the write fails and the
+	// shutdown goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
