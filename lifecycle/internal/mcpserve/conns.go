@@ -5,15 +5,17 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // connLimiter is a listener that keeps at most max connections open. When
 // it is full, it makes room by closing a quiet connection: first the
-// oldest that has not sent a whole request yet (the way a flood of silent
-// or dripping connections looks), then the one idle longest between
-// requests (a client's keep-alive connection). A connection with a request
-// in progress, an event stream among them, is never closed by it; when
-// every connection is busy, Accept waits until one closes (new connections
+// oldest that has not sent a whole request within freshGrace of being
+// accepted (the way a flood of silent or dripping connections looks),
+// and only when there is no such connection left, the one idle longest
+// between requests (a client's keep-alive connection). A connection with
+// a request in progress, an event stream among them, is never closed by
+// it. While no connection can be closed, Accept waits (new connections
 // wait in the kernel's backlog). The http.Server must report connection
 // states to connState.
 type connLimiter struct {
@@ -29,6 +31,12 @@ type connLimiter struct {
 	closed bool
 }
 
+// freshGrace is how long a new connection has to send its first request's
+// headers before the limiter may close it to make room: a real client
+// sends them at once, and a burst of connections must not push it out
+// before the server has read them.
+const freshGrace = 100 * time.Millisecond
+
 func newConnLimiter(ln net.Listener, max int, stats *Stats) *connLimiter {
 	l := &connLimiter{Listener: ln, max: max, stats: stats}
 	l.cond.L = &l.mu
@@ -38,10 +46,11 @@ func newConnLimiter(ln net.Listener, max int, stats *Stats) *connLimiter {
 // limitedConn is a connection the limiter counts.
 type limitedConn struct {
 	net.Conn
-	l    *connLimiter
-	in   *list.List    // l.fresh, l.idle, or nil while busy
-	elem *list.Element // its place in in
-	done bool
+	l     *connLimiter
+	in    *list.List    // l.fresh, l.idle, or nil while busy
+	elem  *list.Element // its place in in
+	since time.Time     // when it was accepted
+	done  bool
 }
 
 func (l *connLimiter) Accept() (net.Conn, error) {
@@ -59,12 +68,45 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// waitForRoom waits while the cap is reached and every connection is busy.
+// victimLocked returns the connection to close to make room, or nil if
+// none may be closed now; with it, the time at which the oldest fresh
+// connection's grace ends (zero if there is none).
+func (l *connLimiter) victimLocked(now time.Time) (*limitedConn, time.Time) {
+	if front := l.fresh.Front(); front != nil {
+		c := front.Value.(*limitedConn)
+		if end := c.since.Add(freshGrace); now.Before(end) {
+			return nil, end
+		}
+		return c, time.Time{}
+	}
+	if front := l.idle.Front(); front != nil {
+		return front.Value.(*limitedConn), time.Time{}
+	}
+	return nil, time.Time{}
+}
+
+// waitForRoom waits while the cap is reached and no connection may be
+// closed to make room.
 func (l *connLimiter) waitForRoom() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.closed && l.max > 0 && l.open >= l.max && l.fresh.Len()+l.idle.Len() == 0 {
+	for !l.closed && l.max > 0 && l.open >= l.max {
+		victim, graceEnds := l.victimLocked(time.Now())
+		if victim != nil {
+			break
+		}
+		var wake *time.Timer
+		if !graceEnds.IsZero() {
+			wake = time.AfterFunc(time.Until(graceEnds), func() {
+				l.mu.Lock()
+				l.cond.Broadcast()
+				l.mu.Unlock()
+			})
+		}
 		l.cond.Wait()
+		if wake != nil {
+			wake.Stop()
+		}
 	}
 	if l.closed {
 		return net.ErrClosed
@@ -72,26 +114,22 @@ func (l *connLimiter) waitForRoom() error {
 	return nil
 }
 
-// admit counts c in, closing the quietest connection first if the cap is
-// reached. It returns nil, having closed c, if every other connection
-// became busy meanwhile.
+// admit counts c in, closing a quiet connection first if the cap is
+// reached. It returns nil, having closed c, if no connection may be closed
+// any more (they became busy meanwhile).
 func (l *connLimiter) admit(c net.Conn) *limitedConn {
+	now := time.Now()
 	l.mu.Lock()
 	var victim *limitedConn
 	if l.max > 0 && l.open >= l.max {
-		front := l.fresh.Front()
-		if front == nil {
-			front = l.idle.Front()
-		}
-		if front == nil {
+		if victim, _ = l.victimLocked(now); victim == nil {
 			l.mu.Unlock()
 			c.Close()
 			return nil
 		}
-		victim = front.Value.(*limitedConn)
 		l.forgetLocked(victim)
 	}
-	lc := &limitedConn{Conn: c, l: l}
+	lc := &limitedConn{Conn: c, l: l, since: now}
 	lc.move(&l.fresh)
 	l.open++
 	l.mu.Unlock()
@@ -127,6 +165,7 @@ func (l *connLimiter) connState(c net.Conn, state http.ConnState) {
 	switch state {
 	case http.StateActive:
 		lc.move(nil)
+		l.cond.Broadcast() // the fresh list's front may have changed
 	case http.StateIdle:
 		lc.move(&l.idle)
 		l.cond.Broadcast() // room can be made now

@@ -153,11 +153,25 @@ func (h *httpServer) guard(next http.Handler) http.Handler {
 		}
 		if r.Method == http.MethodPost {
 			h.calls.Add(1)
-			defer h.calls.Done()
+			done := sync.OnceFunc(h.calls.Done)
+			defer done()
+			r = r.WithContext(context.WithValue(r.Context(), callDoneKey{}, done))
 		}
 		h.mu.Unlock()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// callDoneKey is the context key of the func that stops counting a POST
+// as a call in flight.
+type callDoneKey struct{}
+
+// notACall stops counting r as a call that shutdown lets finish: a
+// subscriptions/listen stream lasts until the session is closed.
+func notACall(r *http.Request) {
+	if done, ok := r.Context().Value(callDoneKey{}).(func()); ok {
+		done()
+	}
 }
 
 // bearer returns the token of an Authorization header of the Bearer

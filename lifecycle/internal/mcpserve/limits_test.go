@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -356,4 +357,42 @@ func TestBothKindsOfClient(t *testing.T) {
 			assert.EqualValues(t, tt.sessionsOpened, s.stats.opened.Load())
 		})
 	}
+}
+
+// TestShutdownWithListenStream: a 2026-07-28 client's subscriptions/listen
+// stream is not a call in flight: shutdown does not wait for it until
+// ShutdownTimeout, which it logs when it has to.
+func TestShutdownWithListenStream(t *testing.T) {
+	var log warnings
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	server := testServer()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, server, Options{Listener: ln, Token: "tok", ShutdownTimeout: 2 * time.Second, Logger: slog.New(&log)})
+	}()
+	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"},
+		&mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String() + "/mcp",
+		HTTPClient: &http.Client{Transport: mcptest.Bearer{Token: "tok"}}}, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	require.Equal(t, "2026-07-28", cs.InitializeResult().ProtocolVersion)
+	eventually(t, "the listen stream open", func() bool {
+		n := 0
+		for range server.Sessions() {
+			n++
+		}
+		return n > 0
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(failAfter):
+		t.Fatal("Serve hung on shutdown with a listen stream open")
+	}
+	assert.NotContains(t, log.messages(), "HTTP shutdown: calls still in flight at the deadline")
 }

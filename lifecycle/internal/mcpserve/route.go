@@ -135,6 +135,9 @@ func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	r.ContentLength = int64(len(data))
+	if !batch && bytes.Contains(data, []byte(`"subscriptions/listen"`)) && method(data) == "subscriptions/listen" {
+		notACall(r)
+	}
 
 	switch {
 	case h.opts.Mode == ModeStateless:
@@ -206,6 +209,16 @@ func (h *httpServer) closeSession(id string) {
 	}
 	req.Header.Set(sessionHeader, id)
 	h.stateful.ServeHTTP(&discard{header: http.Header{}}, req)
+}
+
+// method returns the method of the JSON-RPC message data, "" if it has
+// none.
+func method(data []byte) string {
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(data, &msg)
+	return msg.Method
 }
 
 // firstByte returns the first byte of br that is not JSON whitespace,
