@@ -396,3 +396,34 @@ func TestShutdownWithListenStream(t *testing.T) {
 	}
 	assert.NotContains(t, log.messages(), "HTTP shutdown: calls still in flight at the deadline")
 }
+
+// TestStdioShutdownWithListenStream: on stdio too, a 2026-07-28 client's
+// subscriptions/listen stream is not a call the shutdown drains: with a
+// ShutdownTimeout of an hour, a shutdown that waited for it would hang.
+func TestStdioShutdownWithListenStream(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	server := testServer()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, server, Options{Stdio: true, Stdin: inR, Stdout: outW, ShutdownTimeout: time.Hour})
+		outW.Close()
+	}()
+	t.Cleanup(func() { inW.Close(); outR.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "v0"},
+		&mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
+	cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "2026-07-28", cs.InitializeResult().ProtocolVersion)
+	_, err = cs.ListTools(t.Context(), nil)
+	require.NoError(t, err, "the listen request was read before this call")
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(failAfter):
+		t.Fatal("Serve waited for the listen stream at shutdown")
+	}
+}

@@ -15,21 +15,24 @@ import (
 // when stdin reaches EOF is still answered: the SDK tears the session down
 // as soon as Read returns EOF, dropping calls in flight (go-sdk #1061).
 // Read holds the EOF back until every request read so far has had its
-// response written, or until the drain timeout. stop makes Read behave as
-// if stdin had ended, for a graceful shutdown.
+// response written, or until the drain timeout; a subscriptions/listen
+// request is a stream that lasts as long as the session, not a call to
+// wait for. stop makes Read behave as if stdin had ended, for a graceful
+// shutdown.
 type drainTransport struct {
 	inner   mcp.Transport
 	timeout time.Duration
 
 	mu      sync.Mutex
 	pending int
-	idle    chan struct{} // closed and replaced whenever pending drops to 0
+	streams map[jsonrpc.ID]bool // subscriptions/listen requests: streams, not calls to drain
+	idle    chan struct{}       // closed and replaced whenever pending drops to 0
 	stopCh  chan struct{}
 	stopped sync.Once
 }
 
 func newDrainTransport(inner mcp.Transport, timeout time.Duration) *drainTransport {
-	return &drainTransport{inner: inner, timeout: timeout, idle: make(chan struct{}), stopCh: make(chan struct{})}
+	return &drainTransport{inner: inner, timeout: timeout, streams: make(map[jsonrpc.ID]bool), idle: make(chan struct{}), stopCh: make(chan struct{})}
 }
 
 func (t *drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -63,7 +66,13 @@ func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if err == nil {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
 			t.mu.Lock()
-			t.pending++
+			if req.Method == "subscriptions/listen" {
+				// A 2026-07-28 client's notification stream: it is
+				// answered only when the session ends.
+				t.streams[req.ID] = true
+			} else {
+				t.pending++
+			}
 			t.mu.Unlock()
 		}
 		return msg, nil
@@ -106,6 +115,11 @@ func (c *drainConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
 		t := c.t
 		t.mu.Lock()
+		if t.streams[resp.ID] {
+			delete(t.streams, resp.ID)
+			t.mu.Unlock()
+			return err
+		}
 		t.pending--
 		if t.pending <= 0 {
 			close(t.idle)
