@@ -1,6 +1,9 @@
 // inspector drives helios with the official MCP Inspector CLI (v2,
 // `inspector --cli`) over stdio and over Streamable HTTP with the bearer
-// token from <home>/state.json, and checks the JSON it prints.
+// token from <home>/state.json, and checks the JSON it prints. Each
+// transport is driven twice: with the initialize-era protocol
+// (`--protocol-era legacy`) and with the newest it offers, 2026-07-28
+// (`--protocol-era modern`); server_info must name the version spoken.
 //
 //	node inspector.mjs HELIOS_BINARY INSPECTOR_BIN
 
@@ -39,8 +42,18 @@ function parse(out) {
   }
 }
 
-// checkSuite runs tools/list, update_preference, get_config against target.
-async function checkSuite(label, target, value) {
+// eras are the inspector's --protocol-era values run, with the protocol
+// version helios must then report.
+const eras = [
+  ["legacy", "2025-11-25"],
+  ["modern", "2026-07-28"],
+];
+
+// checkSuite runs tools/list, update_preference, get_config and
+// server_info against target with --protocol-era era.
+async function checkSuite(label, target, value, era, version) {
+  label = `${label} (${era})`;
+  target = [...target, "--protocol-era", era];
   const list = await run([...target, "--method", "tools/list"]);
   const tl = parse(list);
   const names = (tl?.tools ?? []).map((t) => t.name);
@@ -85,13 +98,18 @@ async function checkSuite(label, target, value) {
     JSON.stringify(text) === JSON.stringify(g?.structuredContent),
     gc.stdout.slice(0, 400),
   );
+  const si = await run([...target, "--method", "tools/call", "--tool-name", "server_info"]);
+  const protocol = parse(si)?.structuredContent?.protocol;
+  c.check(`${label}: server_info names protocol ${version}`, protocol === version, `got ${protocol}: ${si.stderr.slice(-300)}`);
 }
 
 let server;
 try {
   // stdio: the inspector spawns helios itself, once per call.
   const stdioHome = join(tmp, "stdio-home");
-  await checkSuite("stdio", [helios, "--home", stdioHome, "--registry", ""], "terse-stdio");
+  for (const [era, version] of eras) {
+    await checkSuite("stdio", [helios, "--home", stdioHome, "--registry", ""], `terse-stdio-${era}`, era, version);
+  }
   c.check("stdio: helios removed its state file after each run", !existsSync(join(stdioHome, "state.json")));
 
   // HTTP: we start helios (its stdin stays open) and the inspector connects.
@@ -109,7 +127,9 @@ try {
   const url = st?.http?.url;
   c.check("http: state.json names a loopback URL and a token", /^http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(url ?? "") && /^[0-9a-f]{64}$/.test(st?.token ?? ""), JSON.stringify(st));
   const auth = ["--transport", "http", "--header", `Authorization: Bearer ${st?.token}`];
-  await checkSuite("http", [url, ...auth], "terse-http");
+  for (const [era, version] of eras) {
+    await checkSuite("http", [url, ...auth], `terse-http-${era}`, era, version);
+  }
 
   const noTok = await run([url, "--transport", "http", "--method", "tools/list"]);
   c.check("http: without the token the inspector is refused (non-zero exit, no tools)", noTok.code !== 0 && parse(noTok)?.tools === undefined, `exit ${noTok.code}: ${noTok.stdout.slice(0, 200)}`);
