@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -426,4 +427,44 @@ func TestStdioShutdownWithListenStream(t *testing.T) {
 	case <-time.After(failAfter):
 		t.Fatal("Serve waited for the listen stream at shutdown")
 	}
+}
+
+// TestLogStats: one Info line per interval in which something happened,
+// with that interval's counts, and none for a quiet interval.
+func TestLogStats(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	stats := new(Stats)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { logStats(ctx, stats, log, 10*time.Millisecond); close(done) }()
+	stats.opened.Add(3)
+	stats.expired.Add(1)
+	stats.sessions.Add(2)
+	eventually(t, "a line for the sessions opened", func() bool { return strings.Contains(buf.String(), "opened=3") })
+	cancel()
+	<-done
+	out := buf.String()
+	assert.Equal(t, 1, strings.Count(out, "\n"), "quiet intervals write nothing: %s", out)
+	assert.Contains(t, out, "level=INFO msg=\"HTTP sessions\"")
+	assert.Contains(t, out, "expired=1")
+	assert.Contains(t, out, "live_sessions=2")
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -46,7 +46,7 @@ const logInterval = time.Minute
 func logStats(ctx context.Context, s *Stats, log *slog.Logger, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	last := s.counts()
+	var last counts // the first line counts from the start
 	for {
 		select {
 		case <-ctx.Done():
