@@ -67,6 +67,10 @@ type Entry struct {
 	ID           string    `json:"id"`            // the id given to Register, by convention the server's home
 	State        State     `json:"state"`         // the server's record, without its Token
 	RegisteredAt time.Time `json:"registered_at"` // when it last registered, UTC
+	// Sessions is the number of client sessions attached to the server
+	// through other processes (len of its State.Sessions, which the
+	// registry leaves out: it is in the state file).
+	Sessions int `json:"sessions"`
 }
 
 // registryFile is the registry's on-disk form.
@@ -164,7 +168,8 @@ func NewRegistry(path string) *Registry { return &Registry{path: path} }
 func (r *Registry) Path() string { return r.path }
 
 // Register adds or replaces the entry id (by convention the server's home)
-// with s, leaving out s.Token (tokens stay in the 0600 state file). It
+// with s, leaving out s.Token (tokens stay in the 0600 state file) and
+// s.Sessions, of which the entry keeps the number. It
 // blocks, without a timeout, while another process or goroutine updates the
 // registry. An update holds the lock only for one read and one durable
 // replace (about a millisecond), and a process killed while holding it
@@ -183,9 +188,11 @@ func (r *Registry) Register(id string, s State) error {
 		return fmt.Errorf("statefile: register %s: %s (give New the server's home as an absolute path)", id, p)
 	}
 	s.Token = "" // the registry is for discovery; tokens stay in the 0600 state file
+	sessions := len(s.Sessions)
+	s.Sessions = nil
 	return r.update(func(entries []Entry) []Entry {
 		entries = slices.DeleteFunc(entries, func(e Entry) bool { return e.ID == id })
-		return append(entries, Entry{ID: id, State: s, RegisteredAt: time.Now().UTC().Truncate(time.Millisecond)})
+		return append(entries, Entry{ID: id, State: s, RegisteredAt: time.Now().UTC().Truncate(time.Millisecond), Sessions: sessions})
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gofrs/flock"
 	"github.com/stretchr/testify/assert"
@@ -396,6 +397,23 @@ func TestRegistryBasics(t *testing.T) {
 	list, err = reg.List()
 	require.NoError(t, err)
 	assert.Empty(t, list)
+}
+
+// TestRegistrySessions: an entry counts the attached sessions but does not
+// list them; the state file does.
+func TestRegistrySessions(t *testing.T) {
+	reg := statefile.NewRegistry(filepath.Join(t.TempDir(), "servers.json"))
+	s := newState(t, "helios", "/h")
+	s.Socket = "/h/mcp.sock"
+	s.Sessions = []statefile.Session{{PID: 10, Client: "a", Since: time.Unix(1, 0).UTC()}, {PID: 11, Since: time.Unix(2, 0).UTC()}}
+	require.NoError(t, reg.Register("/h", s))
+	list, err := reg.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, 2, list[0].Sessions)
+	assert.Empty(t, list[0].State.Sessions)
+	assert.Equal(t, "/h/mcp.sock", list[0].State.Socket)
+	assert.Len(t, s.Sessions, 2, "the caller's State is left alone")
 }
 
 func TestRegistryCorruptFileIsMovedAside(t *testing.T) {

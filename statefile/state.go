@@ -94,6 +94,29 @@ type State struct {
 	Status string `json:"status"`
 	// Health is the result of the last health check, nil before the first.
 	Health *Health `json:"health,omitempty"`
+	// Socket is the unix socket other processes launched on this home
+	// attach to, "" when the server takes no attached clients.
+	Socket string `json:"socket,omitempty"`
+	// Sessions lists the client sessions attached to this server through
+	// other processes, oldest first. The server's own stdio client and its
+	// HTTP clients are not in it.
+	Sessions []Session `json:"sessions,omitempty"`
+}
+
+// Session is one client session attached to a server through another
+// process: the process an MCP client launched, which forwards the client's
+// messages to the server over its Socket.
+type Session struct {
+	// PID is the attached process's ID.
+	PID int `json:"pid"`
+	// Client is the client's name, as it gave it in its initialize
+	// request or its requests' _meta; "" until it said.
+	Client string `json:"client,omitempty"`
+	// ClientVersion is the client's version, given with its name.
+	ClientVersion string `json:"client_version,omitempty"`
+	// Since is when the attached process began serving its client, UTC:
+	// a session that moved to a new server after a handover keeps it.
+	Since time.Time `json:"since"`
 }
 
 // New returns a State for the current process with Schema, PID, StartTime,

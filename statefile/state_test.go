@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,6 +114,8 @@ func TestWriteReadRemove(t *testing.T) {
 	path := filepath.Join(dir, statefile.FileName)
 	s := newState(t, "helios", dir)
 	s.Token = "secret"
+	s.Socket = filepath.Join(dir, "mcp.sock")
+	s.Sessions = []statefile.Session{{PID: 10, Client: "claude-code", ClientVersion: "2.1", Since: time.Unix(1, 0).UTC()}}
 	require.NoError(t, statefile.Write(path, &s))
 
 	fi, err := os.Stat(path)
@@ -124,6 +127,8 @@ func TestWriteReadRemove(t *testing.T) {
 	assert.Equal(t, s.PID, got.PID)
 	assert.Equal(t, s.StartTime, got.StartTime)
 	assert.Equal(t, "secret", got.Token)
+	assert.Equal(t, s.Socket, got.Socket)
+	assert.Equal(t, s.Sessions, got.Sessions)
 	assert.True(t, got.Ours())
 
 	require.NoError(t, statefile.Remove(path))
