@@ -30,8 +30,10 @@ var allowed = map[string][]string{
 	"recovery":           {"atomicfile", "gitstore", "statefile", "internal/proc", "internal/failpoint"},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
 	"lifecycle/internal/mcpserve": {},
+	// the socket, forwarder and listener of attached clients, private to lifecycle.
+	"lifecycle/internal/attach": {"internal/failpoint"},
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
-		"lifecycle/internal/mcpserve", "internal/proc", "internal/failpoint"},
+		"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "internal/proc", "internal/failpoint"},
 	"crashtest": {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios and the bare benchmark server.
 	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
@@ -49,7 +51,7 @@ var thirdParty = map[string][]string{
 	"gopkg.in/yaml.v3":                        {"atomicfile", "bootstrap", "recovery", "lifecycle"},
 	"github.com/nightlyone/lockfile":          {"lifecycle"},
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
-	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle", "cmd/helios/internal/helios", "internal/mcptest"},
+	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/helios/internal/helios", "internal/mcptest"},
 }
 
 func TestImportsPointDown(t *testing.T) {
