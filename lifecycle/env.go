@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/recovery"
@@ -40,7 +42,8 @@ type Env struct {
 	// unclosed closes the checkpoint of a failed Update that could not be
 	// closed (its rollback or its Done failed); see settle.
 	unclosed func() error
-	state    func() statefile.State // nil outside a Harness
+	state    func() statefile.State         // nil outside a Harness
+	route    func(*mcp.ServerSession) Route // nil outside a Harness
 }
 
 // Update makes one durable, all-or-nothing change to config files. It

@@ -37,8 +37,14 @@ type Options struct {
 	// NewServer builds the MCP server once the home is ready and locked.
 	NewServer func(*Env) (*mcp.Server, error)
 
-	// NoStdio turns the stdio transport off (it is on by default).
+	// NoStdio turns the stdio transport off (it is on by default). A
+	// process without stdio has no client to attach, so on a home in use
+	// Run returns the *LockedError.
 	NoStdio bool
+	// Exclusive keeps the home to one client: on a home in use Run returns
+	// the *LockedError at once instead of attaching to the writer, and as
+	// the writer it takes no attached clients (it listens on no socket).
+	Exclusive bool
 	// HTTP is the Streamable HTTP address: "" = off, "127.0.0.1:0" = any
 	// port. A non-loopback host must be given explicitly and still requires
 	// the bearer token.

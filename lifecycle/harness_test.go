@@ -42,6 +42,10 @@ func newServer(env *lifecycle.Env) (*mcp.Server, error) {
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, statefile.State, error) {
 			return nil, env.State(), nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "route", Description: "how the client reaches the server"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, lifecycle.Route, error) {
+			return nil, env.Route(req.Session), nil
+		})
 	return s, nil
 }
 
@@ -322,9 +326,13 @@ func TestRunStartJobFails(t *testing.T) {
 	}
 }
 
-func TestRunLocked(t *testing.T) {
+// TestRunLockedExclusive: with Exclusive, a second Run on a home in use
+// returns the *LockedError naming the writer, and leaves its state alone.
+func TestRunLockedExclusive(t *testing.T) {
 	r := run(t, options(t))
-	h, err := lifecycle.New(r.opts)
+	opts := r.opts
+	opts.Exclusive = true
+	h, err := lifecycle.New(opts)
 	require.NoError(t, err)
 	err = h.Run(t.Context())
 	var le *lifecycle.LockedError

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 )
 
 // ErrNotHome: the home directory holds files that are not a home's, so it
@@ -71,6 +72,7 @@ func inLayout(name string, extraDirs []string) bool {
 	}
 	// .lock, .lock.flock, lockfile's temporary files and copies of a
 	// garbage PID file; the health check's probe; atomicfile's temporary
-	// files (of .version and state.json).
-	return strings.HasPrefix(name, LockFile) || strings.HasPrefix(name, healthProbe) || atomicfile.IsTemp(name)
+	// files (of .version and state.json); the attach socket.
+	return strings.HasPrefix(name, LockFile) || strings.HasPrefix(name, healthProbe) || atomicfile.IsTemp(name) ||
+		attach.IsSocketName(name)
 }

@@ -14,28 +14,35 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
 	"github.com/mcpkeep/mcpkeep/portmgr"
 	"github.com/mcpkeep/mcpkeep/recovery"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
-// Run starts the server and blocks until it stops. In order it: refuses a
-// directory that holds files that are not a home's (an error matching
-// ErrNotHome; nothing is written into it), takes the home lock (a
-// *LockedError if another process has it), bootstraps the home,
-// runs start-up recovery, and binds the HTTP listener; then, all at once,
-// it builds the server with Options.NewServer, records the boot in the
-// home's stamp, writes the state file (status ready, with a fresh bearer
-// token) and registers in the registry; once all four are done it serves
-// stdio and HTTP on one *mcp.Server. It stops when ctx is cancelled, on SIGINT or
-// SIGTERM, when stdin reaches EOF, or on a fatal transport error; then it
-// finishes in-flight calls (bounded by ShutdownTimeout), commits uncommitted
+// Run starts the server and blocks until it stops. A home has one writer,
+// the process that holds its lock, and any number of clients: a process
+// that finds the home locked attaches to the writer (see Attaching below)
+// unless Options.Exclusive is set or stdio is off, and then Run returns
+// the *LockedError.
+//
+// As the writer, in order, Run: refuses a directory that holds files that
+// are not a home's (an error matching ErrNotHome; nothing is written into
+// it), takes the home lock, bootstraps the home, runs start-up recovery,
+// binds the HTTP listener and the attach socket; then, all at once, it
+// builds the server with Options.NewServer, records the boot in the home's
+// stamp, writes the state file (status ready, with a fresh bearer token)
+// and registers in the registry; once all four are done it serves stdio,
+// HTTP and attached clients on one *mcp.Server. It stops when ctx is
+// cancelled, on SIGINT or SIGTERM, when its own client goes (stdin reaches
+// EOF), or on a fatal transport error; then it hands over (it stops
+// accepting, stops reading every client, finishes their calls in flight,
+// bounded by ShutdownTimeout, and tells each attached process which
+// requests it did not read, for the next writer), commits uncommitted
 // config, removes the state file, unregisters and unlocks. It returns nil
 // after a clean stop.
 //
@@ -51,18 +58,38 @@ import (
 //
 // The lock is taken before bootstrap, not after: two first starts racing on
 // one fresh home must not both install it.
-func (h *Harness) Run(ctx context.Context) (err error) {
+//
+// # Attaching
+//
+// A process that finds the home locked takes no lock and opens no store:
+// it dials the writer's unix socket and forwards its stdio client's
+// messages to the writer and back, as one MCP session of the writer's. It
+// retries for up to 30 seconds while the writer starts; a writer that
+// takes no attached clients (Exclusive, or an older mcpkeep) or that
+// refuses this process (another user) is Run's error, which matches
+// ErrLocked. When the writer goes (a clean stop, SIGKILL, a crash) one of
+// the attached processes takes the lock, with bootstrap and recovery as at
+// any start, and becomes the writer; the others attach to it; each sets
+// its client's session up again there without the client seeing it. A
+// request the old writer never read is sent to the new one; a call it may
+// have run gets a JSON-RPC error with code CodeOutcomeUnknown, never a
+// second run. An attached process stops like a writer: when its client
+// goes, on a signal or when ctx is cancelled, after answering the calls in
+// flight.
+func (h *Harness) Run(ctx context.Context) error {
 	if !h.opts.NoSignals {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
 	}
-	o, log := &h.opts, h.log
+	o := &h.opts
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
 		return err // before the lock, which would write into the directory
 	}
 	lock, err := TryLock(o.Home)
 	switch {
+	case errors.Is(err, ErrLocked) && !o.Exclusive && !o.NoStdio:
+		return h.attach(ctx, err)
 	case errors.Is(err, ErrLocked):
 		return fmt.Errorf("%w; stop it or use another home", err)
 	case errors.Is(err, fs.ErrPermission): // it says what to do
@@ -70,6 +97,15 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	case err != nil:
 		return withRemedy(err, o.Home)
 	}
+	return h.write(ctx, lock, nil)
+}
+
+// write is the life of the writer, from the lock to its release. fwd is
+// nil for a process that was the writer from its start; after a handover
+// it is the Forwarder that carries the process's own client, which then
+// reaches the server through it rather than through mcpserve's stdio.
+func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forwarder) (err error) {
+	o, log := &h.opts, h.log
 	defer func() { err = errors.Join(err, lock.Unlock()) }()
 	defer func() {
 		if err != nil {
@@ -79,8 +115,8 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	for _, r := range lock.Reclaimed() {
 		log.Warn("reclaimed a stale lock", "detail", r)
 	}
-	statePath := filepath.Join(o.Home, statefile.FileName)
-	prev, _ := statefile.Read(statePath) // the last run's port, if any; recovery moves a stale file away
+	w := &writer{h: h, lock: lock, fwd: fwd, statePath: filepath.Join(o.Home, statefile.FileName)}
+	prev, _ := statefile.Read(w.statePath) // the last run's port, if any; recovery moves a stale file away
 
 	spec := o.Spec
 	spec.Home, spec.Logger, spec.DeferBoot = o.Home, log, true // the boot record is written below, beside other work
@@ -114,34 +150,29 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		log.Warn("HTTP: other machines can reach this server; every request still needs the bearer token (bind 127.0.0.1 to serve this machine alone)",
 			"addr", ln.Addr().String())
 	}
-	token := ""
+	w.http = ln
+	defer w.closeHTTP()
 	if ln != nil && !o.NoToken {
-		token = newToken()
+		w.token = newToken()
+	}
+	if !o.Exclusive {
+		w.bindSocket()
+		defer w.unlisten()
 	}
 
-	var mu sync.Mutex // guards st
-	st, err := statefile.New(o.Name, o.Home)
-	if err != nil {
-		if ln != nil {
-			ln.Close()
-		}
+	if w.st, err = statefile.New(o.Name, o.Home); err != nil {
 		return err
 	}
-	st.Version, st.ToolkitVersion, st.Stdio, st.Token = o.Version, bootstrap.ToolkitVersion(), !o.NoStdio, token
+	st := &w.st
+	st.Version, st.ToolkitVersion, st.Stdio, st.Token, st.Socket = o.Version, bootstrap.ToolkitVersion(), !o.NoStdio, w.token, w.sockPath
 	if ln != nil {
 		port := ln.Addr().(*net.TCPAddr).Port
 		host, _, _ := net.SplitHostPort(o.HTTP)
 		st.HTTP = &statefile.HTTP{Host: host, Port: port, URL: statefile.URL(host, port)}
 	}
-	snapshot := func() statefile.State { mu.Lock(); defer mu.Unlock(); return st }
-	update := func(change func(*statefile.State)) error {
-		mu.Lock()
-		defer mu.Unlock()
-		change(&st)
-		return statefile.Write(statePath, &st)
-	}
 	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report,
-		MaxFileSize: o.MaxFileSize, state: snapshot}
+		MaxFileSize: o.MaxFileSize, state: w.snapshot, route: w.route}
+	w.env = env
 
 	// The state file says ready: the transports are bound, and serving
 	// starts as soon as the server is built. It carries a first health
@@ -152,10 +183,10 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	if !health.OK {
 		log.Error("health check failed", "problems", health.Problems)
 	}
-	mu.Lock()
+	w.mu.Lock()
 	st.Status, st.Health = statefile.StatusReady, &health
-	ready := st
-	mu.Unlock()
+	ready := *st
+	w.mu.Unlock()
 
 	// What is left before serving is four jobs that do not wait for each
 	// other: building the server (work for the processor: its tools'
@@ -166,34 +197,37 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 	// on HTTP: stdio-only servers are listed too.
 	var (
 		prep                      sync.WaitGroup
-		server                    *mcp.Server
 		buildErr, bootErr, regErr error
 	)
-	prep.Go(func() { server, buildErr = o.NewServer(env) })
+	prep.Go(func() { w.server, buildErr = o.NewServer(env) })
 	prep.Go(func() { bootErr = boot.RecordBoot() })
-	reg := h.registry()
-	if reg != nil {
-		prep.Go(func() { regErr = reg.Register(o.Home, ready) })
+	w.reg = h.registry()
+	if w.reg != nil {
+		prep.Go(func() { regErr = w.reg.Register(o.Home, ready) })
 	}
-	stateErr := statefile.Write(statePath, &ready)
+	stateErr := statefile.Write(w.statePath, &ready)
 	if stateErr == nil {
 		stateErr = failpoint.Hit("lifecycle.after-state-write")
 	}
 	prep.Wait()
-	if reg != nil && regErr == nil {
+	if w.reg != nil && regErr == nil {
 		defer func() {
-			if uerr := reg.Unregister(o.Home); uerr != nil {
+			if uerr := w.reg.Unregister(o.Home); uerr != nil {
 				log.Warn("registry: could not unregister", "err", uerr)
 			}
 		}()
-	} else if reg != nil {
+	} else if w.reg != nil {
 		log.Warn("registry: could not register; discovery by `mcpkeep servers` will miss this server", "err", regErr)
+		w.reg = nil
 	}
 	defer func() { // after a failed write too: Remove leaves alone a file not ours
-		if rerr := statefile.Remove(statePath); rerr != nil {
+		if rerr := statefile.Remove(w.statePath); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
+	if buildErr == nil && w.server == nil {
+		buildErr = errors.New("Options.NewServer returned a nil server and no error")
+	}
 	if buildErr != nil {
 		buildErr = fmt.Errorf("lifecycle: build server: %w", buildErr)
 	}
@@ -201,37 +235,14 @@ func (h *Harness) Run(ctx context.Context) (err error) {
 		bootErr = fmt.Errorf("record the boot: %w", bootErr)
 	}
 	if err := errors.Join(stateErr, buildErr, bootErr); err != nil {
-		if ln != nil {
-			ln.Close()
-		}
 		return err
 	}
 
-	serveCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() { h.healthLoop(serveCtx, lock, statePath, update) })
+	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "socket", w.sockPath, "pid", st.PID,
+		"schema", boot.After.Schema, "boots", boot.After.Boots, "took_over", fwd != nil)
+	serveErr := w.serve(ctx)
 
-	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "pid", st.PID, "schema", boot.After.Schema, "boots", boot.After.Boots)
-
-	serveErr := mcpserve.Serve(serveCtx, server, mcpserve.Options{
-		Stdio:           !o.NoStdio,
-		Stdin:           o.Stdin,
-		Stdout:          o.Stdout,
-		Listener:        ln,
-		Token:           token,
-		Health:          func() any { return healthBody(snapshot(), h.httpStats) },
-		Limits:          mcpserve.Limits(o.HTTPLimits),
-		Mode:            mcpserve.Mode(o.HTTPMode),
-		Stats:           h.httpStats,
-		ShutdownTimeout: o.ShutdownTimeout,
-		Logger:          log,
-	})
-	cancel()
-	wg.Wait()
-	log.Info("shutting down", "reason", reason(ctx, serveErr))
-
-	_ = update(func(s *statefile.State) { s.Status = statefile.StatusStopping })
+	_ = w.update(func(s *statefile.State) { s.Status = statefile.StatusStopping })
 	if err := failpoint.Hit("lifecycle.before-shutdown-commit"); err != nil {
 		return err
 	}

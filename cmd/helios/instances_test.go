@@ -24,14 +24,14 @@ import (
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
-// TestSecondInstanceThenSIGKILL: a second helios on a home in use exits 3
-// naming the first; once the first is SIGKILLed, a new one reclaims the
-// lock and replaces the stale state file.
-func TestSecondInstanceThenSIGKILL(t *testing.T) {
+// TestExclusiveSecondInstanceThenSIGKILL: a second helios --exclusive on a
+// home in use exits 3 naming the first; once the first is SIGKILLed, a new
+// one reclaims the lock and replaces the stale state file.
+func TestExclusiveSecondInstanceThenSIGKILL(t *testing.T) {
 	registry := filepath.Join(t.TempDir(), "servers.json")
 	first, st := startHTTP(t, registry)
 
-	second := start(t, first.home, registry, "--http", "127.0.0.1:0")
+	second := start(t, first.home, registry, "--http", "127.0.0.1:0", "--exclusive")
 	err := second.exit(t, hangAfter)
 	require.Error(t, err)
 	assert.Equal(t, exitInUse, second.ExitCode(), second.Stderr())

@@ -1,10 +1,11 @@
 // Command helios is an example MCP server built on mcpkeep's harness: it
 // keeps personas and preferences as YAML in a git-versioned home, survives
-// being killed at any moment, and refuses to run twice on one home.
+// being killed at any moment, and keeps one writer per home however many
+// clients launch it.
 //
 // Usage:
 //
-//	helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--registry FILE] [--version]
+//	helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--registry FILE] [--version]
 //
 // It speaks MCP over stdio (launch it from an MCP client) and, with --http,
 // over Streamable HTTP on ADDR (127.0.0.1:0 picks a port; the URL and bearer
@@ -12,9 +13,12 @@
 // what HTTP clients can hold (lifecycle.HTTPLimits) and which clients it
 // serves (lifecycle.HTTPMode). It stops when stdin ends, the client
 // being gone; --no-stdio serves HTTP alone and ignores stdin, for running
-// under nohup or a service manager, and stops on SIGTERM or SIGINT. Logs go
-// to stderr. Exit status: 0 after a clean stop, 1 on error, 2 on bad usage,
-// 3 when the home is in use.
+// under nohup or a service manager, and stops on SIGTERM or SIGINT. A helios
+// launched on a home in use attaches to the one running there and serves
+// its client through it (--http is then bound only if it becomes the
+// writer); --exclusive exits 3 instead. Logs go to stderr. Exit status: 0
+// after a clean stop, 1 on error, 2 on bad usage, 3 when the home is in use
+// and this one cannot attach to it (--exclusive, --no-stdio, another user).
 package main
 
 import (
@@ -59,6 +63,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME)")
 	httpAddr := fs.String("http", "", "also serve Streamable HTTP on this address, e.g. 127.0.0.1:0")
 	noStdio := fs.Bool("no-stdio", false, "serve HTTP only and ignore stdin, which then need not be open (nohup, a service manager);\nstop with SIGTERM or SIGINT; needs --http")
+	exclusive := fs.Bool("exclusive", false, "exit 3 if the home is in use instead of attaching to the helios running there,\nand take no attached clients")
 	registry := fs.String("registry", statefile.DefaultRegistryPath(), "discovery registry file; empty disables (env MCPKEEP_REGISTRY)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	var limits lifecycle.HTTPLimits
@@ -71,7 +76,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.DurationVar(&limits.BodyReadTimeout, "http-body-timeout", lifecycle.DefaultHTTPBodyReadTimeout, "time a POST has to send its body; negative: no limit")
 	fs.IntVar(&limits.MaxBatch, "http-max-batch", lifecycle.DefaultHTTPMaxBatch, "most messages in a JSON-RPC batch (protocol 2025-03-26 and older); negative: no cap")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--registry FILE] [--version]\n\n")
+		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--registry FILE] [--version]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -124,6 +129,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		NoStdio:    *noStdio,
 		HTTPLimits: limits,
 		HTTPMode:   httpMode,
+		Exclusive:  *exclusive,
 		Registry:   *registry,
 		NoRegistry: *registry == "",
 		Validate:   helios.Validate,

@@ -1,0 +1,165 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// CodeOutcomeUnknown is the JSON-RPC error code a client gets for a call
+// that was in flight when the writer it reached stopped without answering
+// it (SIGKILL, a crash): the call may or may not have taken effect. The
+// message says how to check (the history of the home's config) before
+// sending it again. Calls without effects (the reads of MCP) are sent to
+// the next writer instead, and so is any call the writer never read.
+const CodeOutcomeUnknown = attach.CodeOutcomeUnknown
+
+// attachWait bounds how long a process that finds the home locked waits
+// for a writer to answer at its socket: the writer may be starting (a first
+// install, recovery of a large history) or handing over.
+const attachWait = 30 * time.Second
+
+// errClientGone: the client went away while no writer was reachable.
+var errClientGone = errors.New("lifecycle: the client went away")
+
+// attach serves the process's client through the home's writer, and
+// through each writer after it, until the client goes, ctx ends, or this
+// process becomes the writer itself (then it returns what write returns).
+// locked is the error of the TryLock that sent it here.
+func (h *Harness) attach(ctx context.Context, locked error) error {
+	o, log := &h.opts, h.log
+	in, out := o.Stdin, o.Stdout
+	if in == nil {
+		in = os.Stdin
+	}
+	if out == nil {
+		out = os.Stdout
+	}
+	client, err := (&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	fwd := attach.NewForwarder(client, attach.ForwarderOptions{
+		Check:        fmt.Sprintf("the history of the server's config (its history tool, or `mcpkeep history --home %s`)", o.Home),
+		DrainTimeout: o.ShutdownTimeout,
+		Logger:       log,
+	})
+	defer fwd.Close()
+	me := attach.Hello{PID: os.Getpid(), Name: o.Name, Version: o.Version, Toolkit: bootstrap.ToolkitVersion(), Since: time.Now().UTC()}
+	for {
+		lock, conn, err := h.connect(ctx, fwd, me, locked)
+		switch {
+		case errors.Is(err, errClientGone) || ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return err
+		case lock != nil:
+			log.Info("took over as the home's writer")
+			return h.write(ctx, lock, fwd)
+		}
+		h.logAttached(conn.Writer)
+		err = fwd.Attach(ctx, conn, conn.Writer.PID)
+		if !errors.Is(err, attach.ErrWriterGone) {
+			return err
+		}
+		select {
+		case <-fwd.Gone():
+			return nil // the client went too: nothing to carry over
+		default:
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Info("the home's writer went; taking over or attaching to the next", "err", err)
+	}
+}
+
+// connect returns the home's lock, when this process is to be the writer,
+// or a connection to the writer. It tries both in turn, backing off from a
+// millisecond to 10, while the writer starts or hands over, for up to
+// attachWait; it gives up at once when the writer takes no attached
+// clients or refuses this one, with an error that matches ErrLocked.
+func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.Hello, locked error) (*HomeLock, *attach.Conn, error) {
+	home := h.opts.Home
+	deadline := time.Now().Add(attachWait)
+	delay := time.Millisecond
+	for {
+		lock, err := TryLock(home)
+		if err == nil {
+			return lock, nil, nil
+		}
+		if !errors.Is(err, ErrLocked) {
+			return nil, nil, withRemedy(err, home)
+		}
+		locked = err
+		path, ok := h.socketOf()
+		if !ok {
+			return nil, nil, fmt.Errorf("%w; it takes no attached clients (it runs exclusive, or on an older mcpkeep): stop it or use another home", locked)
+		}
+		conn, err := attach.Dial(ctx, path, me)
+		if err == nil {
+			return nil, conn, nil
+		}
+		if !errors.Is(err, attach.ErrNoWriter) {
+			return nil, nil, fmt.Errorf("%w, and this process cannot attach to it: %w", locked, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("%w; nothing answered at its socket %s for %v: stop it or use another home", locked, path, attachWait)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		case <-fwd.Gone():
+			t.Stop()
+			return nil, nil, errClientGone
+		case <-t.C:
+		}
+		delay = min(2*delay, 10*time.Millisecond)
+	}
+}
+
+// socketOf returns the socket of the home's writer: the one its state file
+// names, else the one attach.Path gives (the writer may not have written
+// its state file yet). It returns false when the state file of a live,
+// ready writer names no socket: that writer takes no attached clients.
+func (h *Harness) socketOf() (string, bool) {
+	path := attach.Path(h.opts.Home)
+	st, err := statefile.Read(filepath.Join(h.opts.Home, statefile.FileName))
+	if err != nil || !st.Alive() {
+		return path, true
+	}
+	if st.Socket != "" {
+		return st.Socket, true
+	}
+	return path, st.Status != statefile.StatusReady
+}
+
+// logAttached says which writer this process attached to, with both
+// builds when they differ: attaching still works across builds, but a
+// difference explains a difference in behaviour.
+func (h *Harness) logAttached(w attach.Hello) {
+	o := &h.opts
+	if w.Version != o.Version || w.Toolkit != bootstrap.ToolkitVersion() {
+		h.log.Warn("attached to the home's writer, a process of another build",
+			"writer_pid", w.PID, "writer_version", w.Version, "writer_toolkit", w.Toolkit,
+			"version", o.Version, "toolkit", bootstrap.ToolkitVersion())
+		return
+	}
+	h.log.Info("attached to the home's writer", "writer_pid", w.PID)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

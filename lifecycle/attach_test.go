@@ -1,0 +1,114 @@
+package lifecycle_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// TestRunAttaches: a second Run on a home in use attaches to the writer:
+// its client is a session of the writer's, listed in the state file and
+// counted in the registry, and goes when its client goes.
+func TestRunAttaches(t *testing.T) {
+	writer := run(t, options(t))
+	assert.False(t, mcptest.Call[lifecycle.Route](t, writer.client, "route", nil).Attached)
+
+	second := run(t, writer.opts)
+	route := mcptest.Call[lifecycle.Route](t, second.client, "route", nil)
+	assert.True(t, route.Attached)
+	assert.Equal(t, os.Getpid(), route.WriterPID)
+	writer.poll(t, "the attached session in the state file", func() bool {
+		s, err := statefile.Read(writer.statePath())
+		return err == nil && len(s.Sessions) == 1 && s.Sessions[0].Client == "test"
+	})
+	st := writer.state(t)
+	assert.Equal(t, os.Getpid(), st.Sessions[0].PID)
+	assert.Equal(t, filepath.Join(writer.opts.Home, "mcp.sock"), st.Socket)
+	entries, err := statefile.NewRegistry(writer.opts.Registry).List()
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	assert.Equal(t, 1, entries[0].Sessions)
+
+	require.NoError(t, second.stop(t))
+	writer.poll(t, "no attached session", func() bool {
+		s, err := statefile.Read(writer.statePath())
+		return err == nil && len(s.Sessions) == 0
+	})
+	mcptest.Call[statefile.State](t, writer.client, "state", nil)
+}
+
+// TestRunTakesOver: when the writer's client goes, an attached Run takes
+// the lock and becomes the writer; its client goes on without noticing,
+// and a third, attached to the first, attaches to it.
+func TestRunTakesOver(t *testing.T) {
+	first := run(t, options(t))
+	second := run(t, first.opts)
+	third := run(t, first.opts)
+	mcptest.Call[lifecycle.Route](t, second.client, "route", nil)
+	mcptest.Call[lifecycle.Route](t, third.client, "route", nil)
+
+	require.NoError(t, first.stop(t))
+	// One of the two takes over; each client keeps working.
+	for _, r := range []*running{second, third} {
+		mcptest.Call[lifecycle.Route](t, r.client, "route", nil)
+	}
+	routes := []lifecycle.Route{
+		mcptest.Call[lifecycle.Route](t, second.client, "route", nil),
+		mcptest.Call[lifecycle.Route](t, third.client, "route", nil),
+	}
+	assert.NotEqual(t, routes[0].Attached, routes[1].Attached, "one writer, one attached: %+v", routes)
+	st := second.state(t)
+	assert.Equal(t, statefile.StatusReady, st.Status)
+	second.poll(t, "one attached session", func() bool {
+		s, err := statefile.Read(second.statePath())
+		return err == nil && len(s.Sessions) == 1
+	})
+
+	require.NoError(t, second.stop(t))
+	require.NoError(t, third.stop(t))
+	_, err := os.Stat(first.statePath())
+	assert.ErrorIs(t, err, os.ErrNotExist, "the last one out removed the state file")
+	assert.NoFileExists(t, filepath.Join(first.opts.Home, "mcp.sock"))
+	l, err := lifecycle.TryLock(first.opts.Home)
+	require.NoError(t, err, "and released the lock")
+	l.Unlock()
+}
+
+// TestRunExclusiveWriter: a writer that runs Exclusive takes no attached
+// clients: a later Run on its home returns the *LockedError, saying so.
+func TestRunExclusiveWriter(t *testing.T) {
+	opts := options(t)
+	opts.Exclusive = true
+	writer := run(t, opts)
+	assert.Empty(t, writer.state(t).Socket)
+
+	opts.Exclusive = false
+	opts.Stdin, opts.Stdout = strings.NewReader(""), nil
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	var le *lifecycle.LockedError
+	require.ErrorAs(t, err, &le)
+	assert.Contains(t, err.Error(), "takes no attached clients", "at once: not after waiting for a socket")
+}
+
+// TestRunNoStdioLocked: a Run without stdio has no client to attach: on a
+// home in use it returns the *LockedError.
+func TestRunNoStdioLocked(t *testing.T) {
+	writer := run(t, options(t))
+	opts := writer.opts
+	opts.NoStdio, opts.HTTP = true, "127.0.0.1:0"
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	require.ErrorIs(t, err, lifecycle.ErrLocked)
+	assert.Contains(t, err.Error(), "stop it or use another home")
+}

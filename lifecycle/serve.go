@@ -1,0 +1,203 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// writer is what the writer's start-up, serving and hand-over share.
+type writer struct {
+	h         *Harness
+	lock      *HomeLock
+	fwd       *attach.Forwarder // the process's own client after a takeover; nil otherwise
+	statePath string
+	env       *Env
+	server    *mcp.Server
+	http      net.Listener // nil when HTTP is off
+	token     string
+	reg       *statefile.Registry // nil when off, or when registering failed
+
+	sock         *net.UnixListener // the attach socket; nil when attaching is off
+	sockPath     string
+	unlistenOnce sync.Once
+	attached     *attach.Listener
+	changes      chan struct{} // the attached sessions changed
+
+	mu sync.Mutex // guards st
+	st statefile.State
+}
+
+func (w *writer) snapshot() statefile.State {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.st
+}
+
+// update changes the state record and writes the state file.
+func (w *writer) update(change func(*statefile.State)) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	change(&w.st)
+	return statefile.Write(w.statePath, &w.st)
+}
+
+// bindSocket listens on the attach socket. Without it the server still
+// runs; processes launched on the home meanwhile cannot attach, and say so.
+func (w *writer) bindSocket() {
+	path := attach.Path(w.h.opts.Home)
+	sock, err := attach.Listen(path)
+	if err != nil {
+		w.h.log.Error("attach: cannot listen on the socket, so processes launched on this home will not attach to this one", "err", err)
+		return
+	}
+	w.sock, w.sockPath = sock, path
+}
+
+// unlisten closes the attach socket and removes its file: the first step
+// of a handover, so that no process dials a writer that is leaving.
+func (w *writer) unlisten() {
+	w.unlistenOnce.Do(func() {
+		if w.sock != nil {
+			if err := attach.Unlisten(w.sock, w.sockPath); err != nil {
+				w.h.log.Warn("attach: could not remove the socket", "path", w.sockPath, "err", err)
+			}
+		}
+	})
+}
+
+func (w *writer) closeHTTP() {
+	if w.http != nil {
+		w.http.Close() // mcpserve may have closed it already
+	}
+}
+
+// route says how the client of ss reaches the server.
+func (w *writer) route(ss *mcp.ServerSession) Route {
+	r := Route{PID: os.Getpid(), WriterPID: os.Getpid()}
+	if w.attached == nil || ss == nil {
+		return r
+	}
+	if s, ok := w.attached.Lookup(ss); ok && !s.Own {
+		r.Attached, r.PID = true, s.PID
+	}
+	return r
+}
+
+// serve serves the server until the writer's own client goes, ctx is
+// cancelled or a transport fails, then hands over: it closes the attach
+// socket, stops reading every client, lets their calls in flight finish
+// (bounded by ShutdownTimeout) and tells each attached process which
+// requests it did not read. It returns mcpserve's error.
+func (w *writer) serve(ctx context.Context) error {
+	h, o, log := w.h, &w.h.opts, w.h.log
+	serveCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	attached, err := attach.NewListener(attach.ListenerOptions{
+		Server:   w.server,
+		Me:       attach.Hello{Name: o.Name, Version: o.Version, Toolkit: bootstrap.ToolkitVersion()},
+		OnChange: w.changed,
+		Logger:   log,
+	})
+	if err != nil {
+		return err
+	}
+	w.attached, w.changes = attached, make(chan struct{}, 1)
+
+	var g sync.WaitGroup
+	g.Go(func() { h.healthLoop(serveCtx, w.lock, w.statePath, w.update) })
+	g.Go(func() { w.publish(serveCtx) })
+	if w.sock != nil {
+		g.Go(func() {
+			if err := attached.Serve(w.sock); err != nil {
+				log.Error("attach: the socket stopped accepting", "err", err)
+			}
+		})
+	}
+	var ownErr error
+	if w.fwd != nil {
+		// The process's own client, attached until now, reaches the
+		// server through its forwarder, over a pipe.
+		mine, theirs := net.Pipe()
+		g.Go(func() { attached.ServeOwn(mine) })
+		g.Go(func() {
+			ownErr = w.fwd.Attach(serveCtx, theirs, os.Getpid())
+			cancel()
+		})
+	}
+	var serveErr error
+	if stdio := w.fwd == nil && !o.NoStdio; stdio || w.http != nil {
+		serveErr = mcpserve.Serve(serveCtx, w.server, mcpserve.Options{
+			Stdio:           stdio,
+			Stdin:           o.Stdin,
+			Stdout:          o.Stdout,
+			Listener:        w.http,
+			Token:           w.token,
+			Health:          func() any { return healthBody(w.snapshot(), h.httpStats) },
+			Limits:          mcpserve.Limits(o.HTTPLimits),
+			Mode:            mcpserve.Mode(o.HTTPMode),
+			Stats:           h.httpStats,
+			ShutdownTimeout: o.ShutdownTimeout,
+			Logger:          log,
+		})
+	} else {
+		<-serveCtx.Done()
+	}
+	cancel()
+
+	log.Info("shutting down", "reason", reason(ctx, serveErr), "attached", len(attached.Sessions()))
+	w.unlisten()
+	sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), o.ShutdownTimeout)
+	if err := attached.Shutdown(sctx); err != nil {
+		log.Warn("handover: calls of attached clients still ran at ShutdownTimeout; their answers are lost", "err", err)
+	}
+	stop()
+	g.Wait()
+	if ownErr != nil && !errors.Is(ownErr, attach.ErrWriterGone) {
+		serveErr = errors.Join(serveErr, ownErr)
+	}
+	return serveErr
+}
+
+// changed tells publish that the attached sessions changed.
+func (w *writer) changed() {
+	select {
+	case w.changes <- struct{}{}:
+	default:
+	}
+}
+
+// publish writes the attached sessions into the state file and the
+// registry whenever they change, until ctx ends. Changes that come while
+// it writes are written together next.
+func (w *writer) publish(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.changes:
+		}
+		var sessions []statefile.Session
+		for _, s := range w.attached.Sessions() {
+			sessions = append(sessions, statefile.Session{PID: s.PID, Client: s.Client, ClientVersion: s.ClientVersion, Since: s.Since})
+		}
+		if err := w.update(func(s *statefile.State) { s.Sessions = sessions }); err != nil {
+			w.h.log.Warn("could not record the attached sessions in the state file", "path", w.statePath, "err", err)
+		}
+		if w.reg != nil {
+			if err := w.reg.Register(w.h.opts.Home, w.snapshot()); err != nil {
+				w.h.log.Warn("registry: could not record the attached sessions", "err", err)
+			}
+		}
+	}
+}
