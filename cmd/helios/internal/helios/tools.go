@@ -40,6 +40,13 @@ type (
 )
 
 type (
+	// processOut says which process answered: the writer, or a process
+	// attached to it that forwards this client's messages.
+	processOut struct {
+		Role      string `json:"role"` // "writer" or "attached"
+		PID       int    `json:"pid"`  // the process this client talks to
+		WriterPID int    `json:"writer_pid"`
+	}
 	configOut struct {
 		Base   Base    `json:"base"`
 		Active Persona `json:"active"`
@@ -65,6 +72,7 @@ type (
 		// one its request carries (2026-07-28 and later) or the one
 		// negotiated at initialize.
 		Protocol string          `json:"protocol"`
+		Process  processOut      `json:"process"`
 		State    statefile.State `json:"state"`
 		Boot     string          `json:"boot"`
 		Boots    int             `json:"boots"`
@@ -88,7 +96,7 @@ func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
 	addTool(s, env, &mcp.Tool{Name: "commit_changes", Description: "Commit config files edited by hand."}, t.commitChanges)
 	addTool(s, env, &mcp.Tool{Name: "history", Description: "List the commits that changed the config, newest first."}, t.history)
 	addTool(s, env, &mcp.Tool{Name: "rollback", Description: "Make the config equal to an earlier revision, as a new commit."}, t.rollback)
-	addTool(s, env, &mcp.Tool{Name: "server_info", Description: "Describe this server: pid, transports, health, boot and recovery."}, t.serverInfo)
+	addTool(s, env, &mcp.Tool{Name: "server_info", Description: "Describe this server: which process answers (the writer, or one attached to it), pid, transports, health, boot and recovery."}, t.serverInfo)
 	return s, nil
 }
 
@@ -269,7 +277,12 @@ func (t *tools) rollback(ctx context.Context, _ *mcp.CallToolRequest, in rollbac
 }
 
 func (t *tools) serverInfo(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, infoOut, error) {
-	out := infoOut{Protocol: lifecycle.ProtocolVersion(req), State: t.env.State(), Boot: t.env.Boot.Before.State.String(), Boots: t.env.Boot.After.Boots}
+	r := t.env.Route(req.Session)
+	out := infoOut{Protocol: lifecycle.ProtocolVersion(req), Process: processOut{Role: "writer", PID: r.PID, WriterPID: r.WriterPID},
+		State: t.env.State(), Boot: t.env.Boot.Before.State.String(), Boots: t.env.Boot.After.Boots}
+	if r.Attached {
+		out.Process.Role = "attached"
+	}
 	for _, f := range t.env.Report.Findings {
 		out.Recovery = append(out.Recovery, f.Kind+" "+f.Path+": "+f.Action)
 	}
