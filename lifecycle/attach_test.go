@@ -1,11 +1,14 @@
 package lifecycle_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +114,56 @@ func TestRunNoStdioLocked(t *testing.T) {
 	err = h.Run(t.Context())
 	require.ErrorIs(t, err, lifecycle.ErrLocked)
 	assert.Contains(t, err.Error(), "stop it or use another home")
+}
+
+// TestRunAttachedServerRequests: a request of the server's to its client
+// (elicitation) and a tools/list_changed notification reach a client
+// through an attached process.
+func TestRunAttachedServerRequests(t *testing.T) {
+	opts := options(t)
+	opts.NewServer = func(env *lifecycle.Env) (*mcp.Server, error) {
+		s, err := newServer(env)
+		mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "asks the client its name"},
+			func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]any, error) {
+				res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?",
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}})
+				if err != nil {
+					return nil, nil, err
+				}
+				return nil, res.Content, nil
+			})
+		mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "adds a tool"},
+			func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				mcp.AddTool(s, &mcp.Tool{Name: "grown"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return nil, nil, nil
+				})
+				return nil, nil, nil
+			})
+		return s, err
+	}
+	writer := run(t, opts)
+	changed := make(chan struct{}, 1)
+	copts := &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "ada"}}, nil
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	}
+	// 2025-11-25: servers may still send requests of their own; from
+	// 2026-07-28 on they return them inside a result instead.
+	attached := runClient(t, writer.opts, copts, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.True(t, mcptest.Call[lifecycle.Route](t, attached.client, "route", nil).Attached)
+	assert.Equal(t, map[string]any{"name": "ada"}, mcptest.Call[map[string]any](t, attached.client, "ask", nil))
+
+	mcptest.CallTool(t, writer.client, "grow", nil)
+	select {
+	case <-changed:
+	case <-time.After(hangAfter):
+		t.Fatal("no tools/list_changed through the attached process")
+	}
 }

@@ -117,6 +117,12 @@ type running struct {
 // run starts a Harness for opts and waits for its state file to be ready.
 func run(t *testing.T, opts lifecycle.Options) *running {
 	t.Helper()
+	return runClient(t, opts, nil, nil)
+}
+
+// runClient is run with a client of copts that connects with sopts.
+func runClient(t *testing.T, opts lifecycle.Options, copts *mcp.ClientOptions, sopts *mcp.ClientSessionOptions) *running {
+	t.Helper()
 	r := &running{opts: opts, done: make(chan error, 1)}
 	var stdoutR io.Reader
 	closeStdio := func(error) {}
@@ -147,8 +153,8 @@ func run(t *testing.T, opts lifecycle.Options) *running {
 		r.wait(t)
 	})
 	if stdoutR != nil {
-		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
-		r.client, err = client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdoutR), Writer: r.stdin}, nil)
+		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, copts)
+		r.client, err = client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdoutR), Writer: r.stdin}, sopts)
 		require.NoError(t, err)
 	}
 	r.poll(t, "a ready state file", func() bool {

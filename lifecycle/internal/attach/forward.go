@@ -553,7 +553,7 @@ func (f *Forwarder) unknown(req *jsonrpc.Request) *jsonrpc.Response {
 		}
 	}
 	msg := fmt.Sprintf("outcome unknown: the server process that was running this %s (pid %d) stopped before it answered, "+
-		"so it may or may not have taken effect; another process has taken over, so new requests work", what, f.writerPID)
+		"so it may or may not have taken effect; another process takes over, so new requests work", what, f.writerPID)
 	if f.opts.Check != "" {
 		msg += ". Check " + f.opts.Check + " before sending it again"
 	}
