@@ -39,6 +39,18 @@ type serverOut struct {
 	StartedAt       time.Time         `json:"started_at"`
 	Health          *statefile.Health `json:"health,omitempty"`
 	Home            string            `json:"home,omitempty"`
+	Socket          string            `json:"socket,omitempty"`   // where launches on the home attach
+	Attached        int               `json:"attached"`           // the number of attached sessions
+	Sessions        []sessionOut      `json:"sessions,omitempty"` // status only: the attached sessions
+}
+
+// sessionOut is a client session attached to the server (the writer)
+// through another process.
+type sessionOut struct {
+	PID           int       `json:"pid"`
+	Client        string    `json:"client,omitempty"`
+	ClientVersion string    `json:"client_version,omitempty"`
+	Since         time.Time `json:"since"`
 }
 
 type configOut struct {
@@ -64,10 +76,13 @@ type statusOut struct {
 
 func toServer(s *statefile.State) *serverOut {
 	out := &serverOut{Name: s.Name, Version: s.Version, PID: s.PID, Alive: s.Alive(), Status: s.Status,
-		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home}
+		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home, Socket: s.Socket, Attached: len(s.Sessions)}
 	if s.HTTP != nil {
 		out.URL = s.HTTP.URL
 		out.HTTPSessions, out.HTTPConnections = &s.HTTP.Sessions, &s.HTTP.Connections
+	}
+	for _, a := range s.Sessions {
+		out.Sessions = append(out.Sessions, sessionOut{PID: a.PID, Client: a.Client, ClientVersion: a.ClientVersion, Since: a.Since})
 	}
 	return out
 }
@@ -158,6 +173,9 @@ func statusText(o statusOut) string {
 		fmt.Fprintf(&b, "server:    %s %s, pid %d, %s (%s), started %s\n", s.Name, s.Version, s.PID, s.Status, live,
 			s.StartedAt.Local().Format(time.DateTime))
 		fmt.Fprintf(&b, "transport: stdio=%t", s.Stdio)
+		if s.Socket != "" {
+			fmt.Fprintf(&b, " socket=%s", s.Socket)
+		}
 		if s.URL != "" {
 			fmt.Fprintf(&b, " http=%s", s.URL)
 			if s.HTTPSessions != nil && s.HTTPConnections != nil {
@@ -165,6 +183,7 @@ func statusText(o statusOut) string {
 			}
 		}
 		b.WriteString("\n")
+		writeSessions(&b, s)
 		switch h := s.Health; {
 		case h == nil:
 			b.WriteString("health:    not checked yet\n")
@@ -187,6 +206,29 @@ func statusText(o statusOut) string {
 		fmt.Fprintf(&b, "problem:   %s\n", p)
 	}
 	return b.String()
+}
+
+// writeSessions writes the sessions attached to the writer, one a line.
+func writeSessions(b *strings.Builder, s *serverOut) {
+	if s.Socket == "" {
+		b.WriteString("attached:  none (the server takes no attached clients)\n")
+		return
+	}
+	if len(s.Sessions) == 0 {
+		b.WriteString("attached:  none (the server's own client only)\n")
+		return
+	}
+	for i, a := range s.Sessions {
+		label := "attached:  "
+		if i > 0 {
+			label = "           "
+		}
+		client := "(client not named yet)"
+		if a.Client != "" {
+			client = strings.TrimSpace(a.Client + " " + a.ClientVersion)
+		}
+		fmt.Fprintf(b, "%spid %d, %s, since %s\n", label, a.PID, client, a.Since.Local().Format(time.DateTime))
+	}
 }
 
 func short(hash string) string {
@@ -231,6 +273,7 @@ func (c *cli) servers(ctx context.Context, args []string) error {
 	var b strings.Builder
 	for _, e := range entries {
 		s := toServer(&e.State)
+		s.Attached = e.Sessions
 		list = append(list, s)
 		transport := "stdio"
 		if s.URL != "" {
@@ -238,6 +281,9 @@ func (c *cli) servers(ctx context.Context, args []string) error {
 			if s.Stdio {
 				transport = "stdio+" + s.URL
 			}
+		}
+		if s.Attached > 0 {
+			transport += fmt.Sprintf(" +%d attached", s.Attached)
 		}
 		fmt.Fprintf(&b, "%-10s pid %-7d %-8s %s  %s\n", s.Name, s.PID, s.Status, transport, s.Home)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/recovery"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -620,4 +623,51 @@ func TestLiveServer(t *testing.T) {
 		assert.FileExists(t, filepath.Join(home, "state.json"))
 	})
 	t.Run("no token from a stale state file", noToken)
+}
+
+// TestStatusAttached: status shows the writer and each session attached to
+// it (pid, client, since), text and JSON; servers counts them.
+func TestStatusAttached(t *testing.T) {
+	home := installed(t)
+	registry := filepath.Join(t.TempDir(), "servers.json")
+	writer, st := live(t, home, registry)
+	second, err := crashtest.Start(t.Context(), crashtest.Cmd{Path: heliosBin, Args: []string{"--home", home, "--registry", registry}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		second.Kill()
+		second.Wait()
+	})
+	_, err = io.WriteString(second.Stdin(), mcptest.Handshake)
+	require.NoError(t, err)
+
+	var got statusOut
+	deadline := time.Now().Add(hangAfter)
+	for got.Server == nil || len(got.Server.Sessions) == 0 || got.Server.Sessions[0].Client == "" {
+		require.False(t, time.Now().After(deadline), "no named attached session in status after %v; stderr:\n%s", hangAfter, second.Stderr())
+		time.Sleep(10 * time.Millisecond)
+		got = decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
+	}
+	assert.Equal(t, writer.Pid(), got.Server.PID, "the server is the writer")
+	assert.Equal(t, filepath.Join(home, "mcp.sock"), got.Server.Socket)
+	assert.Equal(t, 1, got.Server.Attached)
+	require.Len(t, got.Server.Sessions, 1)
+	a := got.Server.Sessions[0]
+	assert.Equal(t, second.Pid(), a.PID)
+	assert.Equal(t, "test", a.Client)
+	assert.Equal(t, "v0", a.ClientVersion)
+	assert.WithinDuration(t, time.Now(), a.Since, hangAfter)
+
+	r := mcpkeep(t, "status", "--home", home)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, " socket="+filepath.Join(home, "mcp.sock")+" http=")
+	assert.Contains(t, r.stdout, fmt.Sprintf("attached:  pid %d, test v0, since %s\n", second.Pid(), a.Since.Local().Format(time.DateTime)))
+
+	r = mcpkeep(t, "servers", "--registry", registry)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, st.HTTP.URL+" +1 attached  "+home)
+	servers := decode[struct {
+		Servers []serverOut `json:"servers"`
+	}](t, mcpkeep(t, "servers", "--registry", registry, "--json"))
+	require.Len(t, servers.Servers, 1)
+	assert.Equal(t, 1, servers.Servers[0].Attached)
 }

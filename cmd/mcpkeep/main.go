@@ -47,7 +47,7 @@ const (
 
 // commands are the CLI's commands with their arguments, for the usage.
 var commands = []struct{ name, args, about string }{
-	{"status", "[--home DIR]", "is the home installed, locked, serving, healthy, committed?"},
+	{"status", "[--home DIR]", "is the home installed, locked, serving (its writer and attached clients), healthy, committed?"},
 	{"servers", "[--registry FILE]", "list the live servers in the discovery registry"},
 	{"doctor", "[--home DIR] [--fix]", "check the home; --fix repairs it (refused while a server runs)"},
 	{"history", "[--home DIR] [PATH] [-n N]", "commits that changed the config (or PATH)"},
