@@ -68,11 +68,9 @@ func TestRunTakesOver(t *testing.T) {
 		mcptest.Call[lifecycle.Route](t, third.client, "route", nil),
 	}
 	assert.NotEqual(t, routes[0].Attached, routes[1].Attached, "one writer, one attached: %+v", routes)
-	st := second.state(t)
-	assert.Equal(t, statefile.StatusReady, st.Status)
-	second.poll(t, "one attached session", func() bool {
+	second.poll(t, "a ready state file naming one attached session", func() bool {
 		s, err := statefile.Read(second.statePath())
-		return err == nil && len(s.Sessions) == 1
+		return err == nil && s.Status == statefile.StatusReady && len(s.Sessions) == 1
 	})
 
 	require.NoError(t, second.stop(t))

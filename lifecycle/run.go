@@ -33,18 +33,21 @@ import (
 // As the writer, in order, Run: refuses a directory that holds files that
 // are not a home's (an error matching ErrNotHome; nothing is written into
 // it), takes the home lock, bootstraps the home, runs start-up recovery,
-// binds the HTTP listener and the attach socket; then, all at once, it
-// builds the server with Options.NewServer, records the boot in the home's
-// stamp, writes the state file (status ready, with a fresh bearer token)
-// and registers in the registry; once all four are done it serves stdio,
-// HTTP and attached clients on one *mcp.Server. It stops when ctx is
-// cancelled, on SIGINT or SIGTERM, when its own client goes (stdin reaches
-// EOF), or on a fatal transport error; then it hands over (it stops
-// accepting, stops reading every client, finishes their calls in flight,
-// bounded by ShutdownTimeout, and tells each attached process which
-// requests it did not read, for the next writer), commits uncommitted
-// config, removes the state file, unregisters and unlocks. It returns nil
-// after a clean stop.
+// binds the HTTP listener and the attach socket, builds the server with
+// Options.NewServer and serves stdio, HTTP and attached clients on it.
+// Only then it records the boot in the home's stamp and registers in the
+// registry, at once, and writes the state file (status ready, with a
+// fresh bearer token), last: the first answer does not wait for them, and
+// a ready state file means the start is complete. Neither
+// the state file nor the registry ever names a server that does not
+// answer yet. A state file or boot record that cannot be written stops the
+// server, and is Run's error. It stops when ctx is cancelled, on SIGINT or
+// SIGTERM, when its own client goes (stdin reaches EOF), or on a fatal
+// transport error; then it hands over (it stops accepting, stops reading
+// every client, finishes their calls in flight, bounded by
+// ShutdownTimeout, and tells each attached process which requests it did
+// not read, for the next writer), commits uncommitted config, removes the
+// state file, unregisters and unlocks. It returns nil after a clean stop.
 //
 // A stop for a signal or ctx stops taking requests: a request already read
 // from stdin or being served over HTTP is answered, but one not yet read
@@ -188,59 +191,36 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	ready := *st
 	w.mu.Unlock()
 
-	// What is left before serving is four jobs that do not wait for each
-	// other: building the server (work for the processor: its tools'
-	// schemas), the boot record, the state file and the registry entry
-	// (durable writes, which mostly wait for the disk). They run at once,
-	// so a start takes the longest of them rather than their sum, and
-	// serving starts when all four are done. Registration never depends
-	// on HTTP: stdio-only servers are listed too.
-	var (
-		prep                      sync.WaitGroup
-		buildErr, bootErr, regErr error
-	)
-	prep.Go(func() { w.server, buildErr = o.NewServer(env) })
-	prep.Go(func() { bootErr = boot.RecordBoot() })
-	w.reg = h.registry()
-	if w.reg != nil {
-		prep.Go(func() { regErr = w.reg.Register(o.Home, ready) })
+	// The server is built, and serves, before anything names it: the
+	// first answer does not wait for the boot record, the state file and
+	// the registry entry, which only discovery needs; they are written
+	// as soon as every transport serves, so neither the state file nor
+	// the registry names a server that does not answer yet.
+	// Registration never depends on HTTP: stdio-only servers are listed
+	// too.
+	server, err := o.NewServer(env)
+	if err == nil && server == nil {
+		err = errors.New("Options.NewServer returned a nil server and no error")
 	}
-	stateErr := statefile.Write(w.statePath, &ready)
-	if stateErr == nil {
-		stateErr = failpoint.Hit("lifecycle.after-state-write")
+	if err != nil {
+		return fmt.Errorf("lifecycle: build server: %w", err)
 	}
-	prep.Wait()
-	if w.reg != nil && regErr == nil {
-		defer func() {
-			if uerr := w.reg.Unregister(o.Home); uerr != nil {
-				log.Warn("registry: could not unregister", "err", uerr)
-			}
-		}()
-	} else if w.reg != nil {
-		log.Warn("registry: could not register; discovery by `mcpkeep servers` will miss this server", "err", regErr)
-		w.reg = nil
-	}
+	w.server = server
 	defer func() { // after a failed write too: Remove leaves alone a file not ours
 		if rerr := statefile.Remove(w.statePath); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
-	if buildErr == nil && w.server == nil {
-		buildErr = errors.New("Options.NewServer returned a nil server and no error")
-	}
-	if buildErr != nil {
-		buildErr = fmt.Errorf("lifecycle: build server: %w", buildErr)
-	}
-	if bootErr != nil {
-		bootErr = fmt.Errorf("record the boot: %w", bootErr)
-	}
-	if err := errors.Join(stateErr, buildErr, bootErr); err != nil {
-		return err
-	}
-
+	defer func() {
+		if w.registered {
+			if uerr := w.reg.Unregister(o.Home); uerr != nil {
+				log.Warn("registry: could not unregister", "err", uerr)
+			}
+		}
+	}()
 	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "socket", w.sockPath, "pid", st.PID,
 		"schema", boot.After.Schema, "boots", boot.After.Boots, "took_over", fwd != nil)
-	serveErr := w.serve(ctx)
+	serveErr, announceErr := w.serve(ctx, func() error { return w.announce(boot, ready) })
 
 	_ = w.update(func(s *statefile.State) { s.Status = statefile.StatusStopping })
 	if err := failpoint.Hit("lifecycle.before-shutdown-commit"); err != nil {
@@ -254,7 +234,37 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	if errors.Is(serveErr, mcpserve.ErrStdinClosed) || ctx.Err() != nil {
 		serveErr = nil
 	}
-	return errors.Join(err, serveErr)
+	return errors.Join(announceErr, err, serveErr)
+}
+
+// announce writes what tells others the writer serves: the boot record
+// and the registry entry, at once, then the state file (ready), last, so
+// that a ready state file means the start is complete. A failed
+// registration is only logged; a failed state file or boot record is the
+// error, which stops the server.
+func (w *writer) announce(boot bootstrap.Result, ready statefile.State) error {
+	var (
+		prep            sync.WaitGroup
+		bootErr, regErr error
+	)
+	reg := w.h.registry()
+	if reg != nil {
+		prep.Go(func() { regErr = reg.Register(w.h.opts.Home, ready) })
+	}
+	bootErr = boot.RecordBoot()
+	prep.Wait()
+	if reg != nil && regErr == nil {
+		w.reg, w.registered = reg, true
+	} else if reg != nil {
+		w.h.log.Warn("registry: could not register; discovery by `mcpkeep servers` will miss this server", "err", regErr)
+	}
+	if bootErr != nil {
+		return fmt.Errorf("record the boot: %w", bootErr)
+	}
+	if err := statefile.Write(w.statePath, &ready); err != nil {
+		return err
+	}
+	return failpoint.Hit("lifecycle.after-state-write")
 }
 
 // listen binds the HTTP listener, preferring the port in the address, then

@@ -17,15 +17,16 @@ import (
 
 // writer is what the writer's start-up, serving and hand-over share.
 type writer struct {
-	h         *Harness
-	lock      *HomeLock
-	fwd       *attach.Forwarder // the process's own client after a takeover; nil otherwise
-	statePath string
-	env       *Env
-	server    *mcp.Server
-	http      net.Listener // nil when HTTP is off
-	token     string
-	reg       *statefile.Registry // nil when off, or when registering failed
+	h          *Harness
+	lock       *HomeLock
+	fwd        *attach.Forwarder // the process's own client after a takeover; nil otherwise
+	statePath  string
+	env        *Env
+	server     *mcp.Server
+	http       net.Listener // nil when HTTP is off
+	token      string
+	reg        *statefile.Registry // set by announce once registered; nil when off or when registering failed
+	registered bool
 
 	sock         *net.UnixListener // the attach socket; nil when attaching is off
 	sockPath     string
@@ -94,11 +95,14 @@ func (w *writer) route(ss *mcp.ServerSession) Route {
 }
 
 // serve serves the server until the writer's own client goes, ctx is
-// cancelled or a transport fails, then hands over: it closes the attach
-// socket, stops reading every client, lets their calls in flight finish
-// (bounded by ShutdownTimeout) and tells each attached process which
-// requests it did not read. It returns mcpserve's error.
-func (w *writer) serve(ctx context.Context) error {
+// cancelled, a transport fails or announce fails, then hands over: it
+// closes the attach socket, stops reading every client, lets their calls
+// in flight finish (bounded by ShutdownTimeout) and tells each attached
+// process which requests it did not read. announce runs once every
+// transport serves; the health checks and the record of attached sessions
+// start after it. serve returns mcpserve's error (or the own forwarder's)
+// and announce's.
+func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, announceErr error) {
 	h, o, log := w.h, &w.h.opts, w.h.log
 	serveCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -110,13 +114,24 @@ func (w *writer) serve(ctx context.Context) error {
 		Logger:   log,
 	})
 	if err != nil {
-		return err
+		return err, nil
 	}
 	w.attached, w.changes = attached, make(chan struct{}, 1)
 
 	var g sync.WaitGroup
-	g.Go(func() { h.healthLoop(serveCtx, w.lock, w.statePath, w.update) })
-	g.Go(func() { w.publish(serveCtx) })
+	var once sync.Once
+	started := func() {
+		once.Do(func() {
+			g.Go(func() {
+				if announceErr = announce(); announceErr != nil {
+					cancel()
+					return
+				}
+				g.Go(func() { h.healthLoop(serveCtx, w.lock, w.statePath, w.update) })
+				w.publish(serveCtx)
+			})
+		})
+	}
 	if w.sock != nil {
 		g.Go(func() {
 			if err := attached.Serve(w.sock); err != nil {
@@ -135,7 +150,6 @@ func (w *writer) serve(ctx context.Context) error {
 			cancel()
 		})
 	}
-	var serveErr error
 	if stdio := w.fwd == nil && !o.NoStdio; stdio || w.http != nil {
 		serveErr = mcpserve.Serve(serveCtx, w.server, mcpserve.Options{
 			Stdio:           stdio,
@@ -149,8 +163,10 @@ func (w *writer) serve(ctx context.Context) error {
 			Stats:           h.httpStats,
 			ShutdownTimeout: o.ShutdownTimeout,
 			Logger:          log,
+			Started:         started,
 		})
 	} else {
+		started()
 		<-serveCtx.Done()
 	}
 	cancel()
@@ -166,7 +182,7 @@ func (w *writer) serve(ctx context.Context) error {
 	if ownErr != nil && !errors.Is(ownErr, attach.ErrWriterGone) {
 		serveErr = errors.Join(serveErr, ownErr)
 	}
-	return serveErr
+	return serveErr, announceErr
 }
 
 // changed tells publish that the attached sessions changed.

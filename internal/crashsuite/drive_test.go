@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // ignoreGone drops errGone: a server dying under the workload is expected.
@@ -188,6 +190,9 @@ func restartServer(ctx context.Context, cmd crashtest.Cmd, h *home) ([]error, er
 	if r.IsError {
 		return fail(tool, errors.New(r.Text()))
 	}
+	if err := awaitAnnounced(h, p); err != nil {
+		return fail("the state file", err)
+	}
 	live := checkServing(h, p.Pid())
 	p.Stdin().Close()
 	if err := c.drain(); err != nil {
@@ -197,6 +202,26 @@ func restartServer(ctx context.Context, cmd crashtest.Cmd, h *home) ([]error, er
 		return live, fmt.Errorf("the restarted server did not stop cleanly at stdin EOF: %w", err)
 	}
 	return live, nil
+}
+
+// awaitAnnounced waits until the state file names p as ready: a server
+// answers before it writes its start-up files (the boot record, the state
+// file, the registry entry), which it writes right after.
+func awaitAnnounced(h *home, p *crashtest.Process) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := statefile.Read(filepath.Join(h.dir, statefile.FileName))
+		if err == nil && st.PID == p.Pid() && st.Status == statefile.StatusReady {
+			return nil
+		}
+		if p.Exited() {
+			return fmt.Errorf("the server exited before its state file named it (last read: %v)", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no state file naming the server after a minute (last read: %v)", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func (s *suite) check(ctx context.Context, it *crashtest.Iteration) error {
@@ -222,6 +247,10 @@ func (s *suite) prepCrash(ctx context.Context, h *home, it *crashtest.Iteration)
 	}
 	c := newRPC(p.Stdin(), p.Stdout())
 	err = c.initialize()
+	if err == nil {
+		// The counts of prepPoints start after the start-up files.
+		err = awaitAnnounced(h, p)
+	}
 	if err == nil {
 		err = stream(c, h, it.Schedule, fmt.Sprintf("i%dp", it.N), 5)
 	}

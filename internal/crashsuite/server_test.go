@@ -6,13 +6,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // server is one helios process a fault or bad-input test talks to over
@@ -65,11 +68,29 @@ func launch(t *testing.T, bin string, args []string, o launchOpts) *server {
 	return s
 }
 
-// serve launches bin and completes the MCP handshake.
+// serve launches bin and completes the MCP handshake. With --home among
+// args, it then waits until the state file names the server ready, or the
+// server exits: a server answers before it writes its start-up files.
 func serve(t *testing.T, bin string, args []string, o launchOpts) *server {
 	t.Helper()
 	s := launch(t, bin, args, o)
 	require.NoError(t, s.rpc.initialize(), "stderr:\n%s", s.stderr.String())
+	if i := slices.Index(args, "--home"); i >= 0 && i+1 < len(args) {
+		path := filepath.Join(args[i+1], statefile.FileName)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if st, err := statefile.Read(path); err == nil && st.PID == s.cmd.Process.Pid && st.Status == statefile.StatusReady {
+				break
+			}
+			select {
+			case <-s.done:
+				return s
+			default:
+			}
+			require.False(t, time.Now().After(deadline), "no ready state file after a minute; stderr:\n%s", s.stderr.String())
+			time.Sleep(time.Millisecond)
+		}
+	}
 	return s
 }
 

@@ -61,6 +61,10 @@ type Options struct {
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger // nil = discard
+	// Started, if set, is called once every transport serves, before
+	// Serve waits for them: what is announced after it reaches a server
+	// that answers.
+	Started func()
 }
 
 // Serve serves server until ctx is cancelled, stdin reaches EOF (stdio
@@ -108,6 +112,9 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 		web = newHTTPServer(server, stdioSession, opts, log)
 		go func() { httpDone <- web.serve() }()
 		log.Info("HTTP transport up", "addr", opts.Listener.Addr().String())
+	}
+	if opts.Started != nil {
+		opts.Started()
 	}
 
 	var result error

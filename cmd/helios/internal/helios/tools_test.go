@@ -167,6 +167,11 @@ func TestServerInfoShowsHealth(t *testing.T) {
 		o.HTTP = "127.0.0.1:0" // for a token to keep out
 	})
 	type info struct {
+		Process struct {
+			Role      string `json:"role"`
+			PID       int    `json:"pid"`
+			WriterPID int    `json:"writer_pid"`
+		} `json:"process"`
 		State    statefile.State `json:"state"`
 		Boot     string          `json:"boot"`
 		Boots    int             `json:"boots"`
@@ -184,8 +189,19 @@ func TestServerInfoShowsHealth(t *testing.T) {
 	assert.Equal(t, "fresh", got.Boot)
 	assert.Equal(t, 1, got.Boots)
 	assert.Empty(t, got.State.Token)
-	st, err := statefile.Read(filepath.Join(home, statefile.FileName))
-	require.NoError(t, err)
+	assert.Equal(t, "writer", got.Process.Role, "its own client talks to the writer")
+	assert.Equal(t, os.Getpid(), got.Process.PID)
+	assert.Equal(t, os.Getpid(), got.Process.WriterPID)
+	var st *statefile.State
+	for { // the state file is written just after the server first answers
+		var err error
+		if st, err = statefile.Read(filepath.Join(home, statefile.FileName)); err == nil {
+			break
+		}
+		require.ErrorIs(t, err, os.ErrNotExist)
+		require.False(t, time.Now().After(deadline), "no state file after %v", hangAfter)
+		time.Sleep(time.Millisecond)
+	}
 	require.NotEmpty(t, st.Token)
 	res := mcptest.CallTool(t, cs, "server_info", nil)
 	assert.NotContains(t, mcptest.Text(res), st.Token)
