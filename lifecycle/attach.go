@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -65,6 +66,9 @@ func (h *Harness) attach(ctx context.Context, locked error) error {
 			return err
 		case lock != nil:
 			log.Info("took over as the home's writer")
+			if err := failpoint.Hit("lifecycle.takeover-after-lock"); err != nil {
+				return errors.Join(err, lock.Unlock())
+			}
 			return h.write(ctx, lock, fwd)
 		}
 		h.logAttached(conn.Writer)

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -173,6 +174,9 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 
 	log.Info("shutting down", "reason", reason(ctx, serveErr), "attached", len(attached.Sessions()))
 	w.unlisten()
+	if err := failpoint.Hit("lifecycle.handover-before-drain"); err != nil {
+		log.Error("handover", "err", err) // an injected error: hand over all the same
+	}
 	sctx, stop := context.WithTimeout(context.WithoutCancel(ctx), o.ShutdownTimeout)
 	if err := attached.Shutdown(sctx); err != nil {
 		log.Warn("handover: calls of attached clients still ran at ShutdownTimeout; their answers are lost", "err", err)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
 // errGone reports a server whose stdout reached end-of-file or whose stdin
@@ -169,9 +171,17 @@ func (c *rpc) sendTool(name string, args any) (int64, error) {
 	return c.send("tools/call", map[string]any{"name": name, "arguments": args})
 }
 
+// errOutcomeUnknown is the error of a call whose writer went while it ran
+// (lifecycle.CodeOutcomeUnknown): it may or may not have taken effect.
+var errOutcomeUnknown = errors.New("outcome unknown")
+
 // toolResult decodes the response to a tools/call. A JSON-RPC error is an
-// error: helios reports a failed tool as a result with isError.
+// error: helios reports a failed tool as a result with isError. One with
+// lifecycle.CodeOutcomeUnknown matches errOutcomeUnknown.
 func decodeTool(m *message) (*toolResult, error) {
+	if m.Error != nil && m.Error.Code == lifecycle.CodeOutcomeUnknown {
+		return nil, fmt.Errorf("tools/call: %w: %s", errOutcomeUnknown, m.Error.Message)
+	}
 	if m.Error != nil {
 		return nil, fmt.Errorf("tools/call: JSON-RPC error %d: %s", m.Error.Code, m.Error.Message)
 	}

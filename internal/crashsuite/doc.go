@@ -8,14 +8,21 @@
 // (each armed to kill, on the workload that reaches it: a fresh home for the
 // install points, a home past the pack threshold for gitstore's pack
 // points, an interrupted update for recovery.during-rollback, an upgrade for
-// the migration points), then by SIGKILL after a random delay during the
-// stream, during start-up recovery, during the bootstrap of a fresh home,
-// during packing, during an upgrade and during shutdown (stdin EOF with
-// calls in flight, or SIGTERM). After each crash the next start must
+// the migration points, a writer with a second helios attached to it for
+// the points of attach and handover), then by SIGKILL after a random delay
+// during the stream, during start-up recovery, during the bootstrap of a
+// fresh home, during packing, during an upgrade, during shutdown (stdin
+// EOF with calls in flight, or SIGTERM), and of the writer or of the
+// attached process while both their clients update. In the attach
+// workload the process that is not crashed must keep answering its
+// client (after a handover, as the new writer), an update whose outcome
+// it reports unknown may or may not land, and once its client goes it
+// must exit cleanly by itself. After each crash the next start must
 // succeed, and then: every acknowledged value is in its file and in the
 // commit the server named; every config file parses; git fsck --full is
 // clean; no temporary file, checkpoint or state file of a dead process
-// survives the start; the registry holds no dead entry; and mcpkeep doctor
+// survives the start; no socket, state file or PID file survives the last
+// clean stop; the registry holds no dead entry; and mcpkeep doctor
 // --json reports a clean home. It fails if any failpoint never fired, so a
 // new point cannot be added without being crashed. It logs one line:
 //

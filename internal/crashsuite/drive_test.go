@@ -30,10 +30,14 @@ func ignoreGone(err error) error {
 func (s *suite) drive(ctx context.Context, it *crashtest.Iteration, p *crashtest.Process) error {
 	tag := fmt.Sprintf("i%d", it.N)
 	var err error
-	switch s.cur.kind {
-	case "failpoint":
+	switch {
+	case s.cur.att != nil && s.cur.kind == "failpoint":
+		err = s.driveAttached(it, tag)
+	case s.cur.att != nil:
+		err = s.driveAttachedRandom(ctx, it, tag)
+	case s.cur.kind == "failpoint":
 		err = s.driveFailpoint(it, p, tag)
-	case "eof", "sigterm":
+	case s.cur.kind == "eof" || s.cur.kind == "sigterm":
 		err = s.collectBurst()
 	default:
 		if err = s.handshakeOnce(); err == nil {
@@ -152,6 +156,10 @@ func (s *suite) landed() string {
 // answer, pass the checks made while it serves, and stop cleanly at stdin
 // EOF.
 func (s *suite) restart(ctx context.Context, it *crashtest.Iteration) error {
+	if err := s.stopSurvivor(); err != nil {
+		s.cur.failed = true
+		return fmt.Errorf("%s: %w", s.cur.scenario, err)
+	}
 	live, err := restartServer(ctx, s.cmd(s.cur.home, ""), s.cur.home)
 	s.cur.live = live
 	if err != nil {

@@ -202,7 +202,7 @@ type checker struct {
 // into the model, so the next crash is judged from here.
 func (c checker) check(ctx context.Context, h *home) []error {
 	var errs []error
-	for _, name := range []string{statefile.FileName, lifecycle.LockFile} {
+	for _, name := range []string{statefile.FileName, lifecycle.LockFile, "mcp.sock"} {
 		if _, err := os.Lstat(filepath.Join(h.dir, name)); !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("%s is still there after a clean stop (err %v)", name, err))
 		}

@@ -74,15 +74,16 @@ func TestPlanArmsEveryFailpoint(t *testing.T) {
 type workload int
 
 const (
-	onMain    workload = iota // the suite's home, installed and clean
-	onFresh                   // a fresh home: the server installs it
-	onPending                 // the suite's home after a crash mid-update: start-up rolls it back
-	onPacked                  // a home past the pack threshold: the first commit packs
-	onUpgrade                 // a helios home heliosnext upgrades to schema 2
+	onMain     workload = iota // the suite's home, installed and clean
+	onFresh                    // a fresh home: the server installs it
+	onPending                  // the suite's home after a crash mid-update: start-up rolls it back
+	onPacked                   // a home past the pack threshold: the first commit packs
+	onUpgrade                  // a helios home heliosnext upgrades to schema 2
+	onAttached                 // the suite's home, a writer and a process attached to it
 )
 
 func (w workload) String() string {
-	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade"}[w]
+	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade", "attached clients"}[w]
 }
 
 // reach returns the workloads that reach failpoint name, tried in turn
@@ -92,6 +93,8 @@ func (w workload) String() string {
 // onMain and one hit; if that does not reach it, TestCrashSuite fails.
 func reach(name string) (homes []workload, hits int) {
 	switch {
+	case isAttachPoint(name):
+		return []workload{onAttached}, 1
 	case name == "gitstore.before-pack", name == "gitstore.after-pack":
 		return []workload{onPacked}, 1
 	case name == "bootstrap.before-migration", name == "bootstrap.after-migration":
@@ -128,6 +131,9 @@ var scenarios = []struct {
 	{"sigterm", 10},   // calls in flight, SIGTERM: kill during drain and shutdown
 	{"pack", 5},       // kill while the first commit past the threshold packs
 	{"upgrade", 10},   // kill while heliosnext migrates a helios home
+	// a writer and a process attached to it, both with clients updating:
+	{"kill-writer", 10},  // kill the writer: the attached one takes over
+	{"kill-attached", 5}, // kill the attached process: the writer goes on
 }
 
 func pickScenario(sched *crashtest.Schedule) string {
@@ -196,8 +202,9 @@ type iteration struct {
 	client   *rpc
 	serving  bool // the crashed server answered initialize
 	burst    []sentUpdate
-	live     []error // violations the restart's checks found while it served
-	failed   bool    // a violation: the next iteration starts on a fresh home
+	att      *attachment // the attach workload's two processes
+	live     []error     // violations the restart's checks found while it served
+	failed   bool        // a violation: the next iteration starts on a fresh home
 }
 
 func newSuite(t *testing.T) *suite {
@@ -300,6 +307,12 @@ func (s *suite) startFailpoint(ctx context.Context, it *crashtest.Iteration) (*c
 		err = s.usePacked(ctx)
 	case onUpgrade:
 		s.cur.home, err = s.upgradeHome()
+	case onAttached:
+		victim := "attached"
+		if armedInWriter(it.Failpoint) {
+			victim = "writer"
+		}
+		return s.startAttached(ctx, spec, victim)
 	}
 	if err != nil {
 		return nil, err
@@ -330,6 +343,10 @@ func (s *suite) startRandom(ctx context.Context, it *crashtest.Iteration) (*cras
 		err = s.usePacked(ctx)
 	case "upgrade":
 		s.cur.home, err = s.upgradeHome()
+	case "kill-writer":
+		return s.startAttached(ctx, "", "writer")
+	case "kill-attached":
+		return s.startAttached(ctx, "", "attached")
 	}
 	if err != nil {
 		return nil, err

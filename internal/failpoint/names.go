@@ -36,8 +36,18 @@ var Names = []string{
 	"recovery.before-done",
 	"recovery.during-rollback",
 
-	// lifecycle: the home lock, then the harness's start-up and shutdown.
+	// attach: a process attaching to the home's writer, and the writer
+	// handing its attached sessions over.
+	"attach.before-hello",          // a forwarder that reached the socket
+	"attach.writer-after-hello",    // the writer, before it serves the new session
+	"attach.before-replay",         // a forwarder, before it sets its client's session up again
+	"attach.writer-before-goodbye", // the writer handing over, before it tells a forwarder what it left unread
+
+	// lifecycle: the home lock, then the harness's start-up, handover and
+	// shutdown.
 	"lifecycle.lock-after-flock",
 	"lifecycle.after-state-write",
+	"lifecycle.takeover-after-lock",   // an attached process that took the lock, before it starts as the writer
+	"lifecycle.handover-before-drain", // the writer, socket closed, before it drains its attached sessions
 	"lifecycle.before-shutdown-commit",
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
 // CodeOutcomeUnknown is the JSON-RPC error code of a call that was in
@@ -314,6 +316,9 @@ func (a *attachment) replay() error {
 	f := a.f
 	if f.init == nil {
 		return nil
+	}
+	if err := failpoint.Hit("attach.before-replay"); err != nil {
+		return err
 	}
 	id := a.replayID("initialize")
 	a.write(&jsonrpc.Request{ID: id, Method: "initialize", Params: f.init.Params})

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
 // ProtocolVersion is the version of the attach protocol (the hellos, then
@@ -87,6 +89,9 @@ func Dial(ctx context.Context, path string, me Hello) (*Conn, error) {
 }
 
 func (c *Conn) hello(me Hello) error {
+	if err := failpoint.Hit("attach.before-hello"); err != nil {
+		return err
+	}
 	c.c.SetDeadline(time.Now().Add(HelloTimeout))
 	defer c.c.SetDeadline(time.Time{})
 	me.Attach = ProtocolVersion

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
 // Session is one client session served by a Listener.
@@ -151,6 +153,9 @@ func (l *Listener) serveConn(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	if err := failpoint.Hit("attach.writer-after-hello"); err != nil {
+		return
+	}
 	if peer.Version != l.opts.Me.Version || peer.Toolkit != l.opts.Me.Toolkit {
 		l.log.Info("attach: a process of another build attached", "pid", cred.PID,
 			"its_version", peer.Version, "its_toolkit", peer.Toolkit, "version", l.opts.Me.Version, "toolkit", l.opts.Me.Toolkit)

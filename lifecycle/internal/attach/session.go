@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
 // methodHandover is the notification a writer that hands over sends each
@@ -223,7 +225,7 @@ func (c *sessionConn) Close() error {
 		ids = append(ids, id.Raw())
 	}
 	s.mu.Unlock()
-	if handover {
+	if handover && failpoint.Hit("attach.writer-before-goodbye") == nil {
 		if n, err := jsonrpc2Notification(methodHandover, handoverParams{Unanswered: ids}); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), HelloTimeout)
 			_ = c.Connection.Write(ctx, n)
