@@ -11,7 +11,10 @@
 #   3. the TypeScript SDK client driving helios: the 1.x line over stdio, and
 #      the 2.x line over stdio and HTTP in each version negotiation mode;
 #   4. helios side by side with @modelcontextprotocol/server-memory under
-#      the same harsh workload (reported; only helios's losses fail).
+#      the same harsh workload (reported; only helios's losses fail);
+#   5. one home, many clients: three go-sdk clients and the TypeScript SDK
+#      client launch helios on one home at once; one writes, the others
+#      attach to it (issue 13).
 #
 # Everything it installs goes into .interop/ (git-ignored) with `npm ci`
 # from scripts/interop/package-lock.json; Node 22 comes from the npm package
@@ -80,6 +83,7 @@ cp scripts/interop/*.mjs "$dir/js/"
 # --- build ----------------------------------------------------------------
 say "build"
 go build -o "$dir/bin/" ./cmd/helios ./cmd/mcpkeep ./internal/testserver/conformance-server
+go build -o "$dir/bin/" ./internal/testclient/burst # 5. attach
 gosdk=$(go list -m -f '{{.Dir}}' github.com/modelcontextprotocol/go-sdk)
 gosdk_version=$(go list -m -f '{{.Version}}' github.com/modelcontextprotocol/go-sdk)
 go build -o "$dir/bin/gosdk-everything-server" github.com/modelcontextprotocol/go-sdk/conformance/everything-server
@@ -242,6 +246,7 @@ run_js sdk-client "$helios"
 run_js sdk-client-next "$helios"
 run_js peer "$helios" "$dir/node_modules/@modelcontextprotocol/server-memory/dist/index.js" "$work/peer.json" \
 	"$dir/bin/gosdk-everything-server"
+run_js attach "$helios" "$dir/bin/burst"
 
 # --- summary ---------------------------------------------------------------
 say "summary"
@@ -262,7 +267,7 @@ while read -r suite name v scen pass fail rc; do
 	total_pass=$((total_pass + ${pass:-0}))
 	[[ "$fail" =~ ^[0-9]+$ ]] && total_fail=$((total_fail + fail))
 done <"$work/conformance.tsv"
-for f in inspector sdk-client sdk-client-next peer; do
+for f in inspector sdk-client sdk-client-next peer attach; do
 	line=$(grep -E "^$f: [0-9]+ passed, [0-9]+ failed" "$work/$f.txt" | tail -1 || true)
 	echo "${line:-$f: no result}"
 	if [[ "$line" =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
