@@ -11,6 +11,9 @@
 // recovery, a bound listener, the state file with a bearer token, the
 // discovery registry, stdio and Streamable HTTP, health checks, and a
 // graceful shutdown that finishes in-flight calls and commits the config.
+// One writer does not mean one client: a Run that finds the home locked
+// attaches to the writer over a unix socket and serves its client through
+// it, and when the writer goes an attached process takes over (see Run).
 // lifecycle does not make a server's own tool handlers correct: changes
 // must go through Env.Update to be durable and all-or-nothing.
 package lifecycle
