@@ -136,7 +136,12 @@ func TestHandoverReplaysTheSession(t *testing.T) {
 				assert.Equal(t, []string{"test://r"}, got.updated, "the subscription was replayed")
 			} else {
 				assert.Zero(t, second.ts.received("initialize"), "no initialize made up for a 2026-07-28 client")
+				assert.Equal(t, 1, second.ts.received("subscriptions/listen"), "its open subscriptions/listen sent again")
 			}
+			mcp.AddTool(second.ts.Server, &mcp.Tool{Name: "new"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return nil, nil, nil
+			})
+			eventually(t, "tools/list_changed from the second writer", func() bool { got.mu.Lock(); defer got.mu.Unlock(); return got.changed > 0 })
 		})
 	}
 }

@@ -78,7 +78,8 @@ func NewListener(opts ListenerOptions) (*Listener, error) {
 }
 
 // Serve accepts connections on ln, one attached session each, until ln is
-// closed; then it returns nil (or the error that stopped accepting). It
+// closed; then it returns nil. An error accepting (too many open files)
+// is logged and retried, backing off up to a second, as net/http does. It
 // does not wait for the sessions: Shutdown does.
 func (l *Listener) Serve(ln net.Listener) error {
 	delay := time.Millisecond
@@ -88,13 +89,10 @@ func (l *Listener) Serve(ln net.Listener) error {
 			return nil
 		}
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary) {
-				time.Sleep(delay)
-				delay = min(2*delay, time.Second)
-				continue
-			}
-			return fmt.Errorf("attach: accept: %w", err)
+			l.log.Warn("attach: accept failed; retrying", "err", err, "in", delay)
+			time.Sleep(delay)
+			delay = min(2*delay, time.Second)
+			continue
 		}
 		delay = time.Millisecond
 		if !l.track(c) {
@@ -104,8 +102,6 @@ func (l *Listener) Serve(ln net.Listener) error {
 		l.wg.Go(func() { l.serveConn(c) })
 	}
 }
-
-var errTemporary = errors.New("temporary")
 
 // track records c as a connection to close at Shutdown; false if Shutdown
 // has begun.
