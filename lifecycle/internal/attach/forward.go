@@ -60,23 +60,22 @@ type ForwarderOptions struct {
 // Forwarder passes one MCP client's messages to the writer and back, and
 // carries the client's session from one writer to the next. Attach runs
 // it on one writer's connection; after a *WriterGoneError, Attach it to
-// the next writer. One goroutine owned by the Forwarder reads the client;
-// Close stops it.
+// the next writer. A message is handled by the goroutine that read it,
+// under one lock: one goroutine owned by the Forwarder reads the client
+// (Close stops it), one owned by Attach reads the writer.
 type Forwarder struct {
 	opts   ForwarderOptions
 	log    *slog.Logger
 	client mcp.Connection
 
-	// The client's messages, read by the reader goroutine.
-	inMu       sync.Mutex
-	in         []jsonrpc.Message
-	inErr      error         // the client's input ended
-	inNotify   chan struct{} // a message or the end is waiting
 	gone       chan struct{} // closed when the client's input ends
 	readerDone chan struct{}
+	wake       chan struct{} // the attachment's loop has something to look at
 
-	// What Attach keeps across writers; only Attach's goroutine (one at a
-	// time) touches it.
+	mu          sync.Mutex        // guards what follows
+	cur         *attachment       // the writer attached to, nil between writers
+	in          []jsonrpc.Message // the client's messages while no writer takes them
+	inErr       error             // the client's input ended
 	gen         int               // the number of the current writer, from 1
 	writerPID   int               // the current writer
 	init        *jsonrpc.Request  // the client's initialize, once answered with success
@@ -118,33 +117,54 @@ func NewForwarder(client mcp.Connection, opts ForwarderOptions) *Forwarder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &Forwarder{opts: opts, log: log, client: client,
-		inNotify: make(chan struct{}, 1), gone: make(chan struct{}), readerDone: make(chan struct{}),
+		gone: make(chan struct{}), readerDone: make(chan struct{}), wake: make(chan struct{}, 1),
 		calls: map[jsonrpc.ID]*call{}, swallow: map[jsonrpc.ID]bool{},
 		serverReqs: map[jsonrpc.ID]serverReq{}, serverIDs: map[jsonrpc.ID]jsonrpc.ID{}}
 	go f.readClient()
 	return f
 }
 
-// readClient queues the client's messages until its input ends.
+// readClient reads the client until its input ends: each message goes to
+// the writer at once, or waits while no writer takes it. Once an Attach's
+// ctx ended, what the client still sends is dropped, but for its answers
+// to the writer's requests, which calls in flight may wait for.
 func (f *Forwarder) readClient() {
 	defer close(f.readerDone)
 	for {
 		msg, err := f.client.Read(context.Background())
-		f.inMu.Lock()
-		if err != nil {
+		f.mu.Lock()
+		switch {
+		case err != nil:
 			f.inErr = err
-		} else {
+			f.ended = true
+		case f.ended && !isResponse(msg):
+		case f.cur != nil && f.cur.live:
+			f.cur.fromClient(msg)
+		default:
 			f.in = append(f.in, msg)
 		}
-		f.inMu.Unlock()
-		select {
-		case f.inNotify <- struct{}{}:
-		default:
+		ended := f.ended
+		f.mu.Unlock()
+		if ended {
+			f.poke()
 		}
 		if err != nil {
 			close(f.gone)
 			return
 		}
+	}
+}
+
+func isResponse(msg jsonrpc.Message) bool {
+	_, ok := msg.(*jsonrpc.Response)
+	return ok
+}
+
+// poke wakes the attachment's loop.
+func (f *Forwarder) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -154,7 +174,13 @@ func (f *Forwarder) Gone() <-chan struct{} { return f.gone }
 // Done reports whether the forwarder has nothing left to do: its client's
 // input ended (or an Attach's ctx did) and no call waits for an answer, or
 // its client's output failed.
-func (f *Forwarder) Done() bool { return f.broken || f.ended && f.waiting() == 0 }
+func (f *Forwarder) Done() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done()
+}
+
+func (f *Forwarder) done() bool { return f.broken || f.ended && f.waiting() == 0 }
 
 // waiting counts the calls that wait for an answer, leaving out the
 // subscriptions/listen a client leaves open for as long as it runs.
@@ -168,20 +194,6 @@ func (f *Forwarder) waiting() int {
 	return n
 }
 
-// take returns the client's queued messages and whether its input ended.
-func (f *Forwarder) take() ([]jsonrpc.Message, bool) {
-	f.inMu.Lock()
-	defer f.inMu.Unlock()
-	msgs := f.in
-	f.in = nil
-	return msgs, f.inErr != nil
-}
-
-type msgOrErr struct {
-	msg jsonrpc.Message
-	err error
-}
-
 // Attach forwards between the client and the writer at the other end of w
 // (a Conn, or a pipe to the writer's own Listener.ServeOwn) until the
 // client has gone and every call it made is answered, or its output fails,
@@ -189,121 +201,120 @@ type msgOrErr struct {
 // passes (nil), or the writer goes (a *WriterGoneError). Before anything
 // else it replays the client's session on the writer; then it sends the
 // calls the last writer never read, or may have read but that are free of
-// effects. writerPID names the writer in errors. Attach closes w.
+// effects. writerPID names the writer in errors. Attach closes w. Calls of
+// Attach must not overlap.
 func (f *Forwarder) Attach(ctx context.Context, w io.ReadWriteCloser, writerPID int) error {
-	f.gen++
-	f.writerPID = writerPID
-	clear(f.serverIDs)
-	clear(f.swallow)
 	wc, err := (&mcp.IOTransport{Reader: w, Writer: w}).Connect(ctx)
 	if err != nil {
 		w.Close()
 		return err
 	}
-	fromW := make(chan msgOrErr)
-	stop := make(chan struct{})
+	a := &attachment{f: f, ctx: ctx, wc: wc, eof: make(chan struct{}), initDone: make(chan struct{})}
+	f.mu.Lock()
+	f.gen++
+	f.writerPID = writerPID
+	clear(f.serverIDs)
+	clear(f.swallow)
+	f.cur = a
+	f.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			msg, err := wc.Read(context.Background())
-			select {
-			case fromW <- msgOrErr{msg, err}:
-			case <-stop:
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	})
+	wg.Go(a.readWriter)
 	defer func() {
-		close(stop)
+		f.mu.Lock()
+		f.cur = nil
+		f.mu.Unlock()
 		wc.Close()
 		wg.Wait()
 	}()
-	a := &attachment{f: f, ctx: ctx, wc: wc, fromW: fromW}
 	return a.run()
 }
 
 // attachment is one Attach.
 type attachment struct {
-	f       *Forwarder
-	ctx     context.Context
-	wc      mcp.Connection
-	fromW   chan msgOrErr
-	goodbye map[jsonrpc.ID]bool // the writer's handover: what it read and did not answer
-	drain   <-chan time.Time
-	drainT  *time.Timer
+	f        *Forwarder
+	ctx      context.Context
+	wc       mcp.Connection
+	eof      chan struct{} // closed when the writer's end closed
+	live     bool          // the session is replayed: the client's messages go to the writer
+	goodbye  map[jsonrpc.ID]bool
+	initID   jsonrpc.ID    // the replayed initialize
+	initDone chan struct{} // closed when it is answered
+	initErr  error         // its error
+}
+
+// readWriter reads the writer until its end closes, handling each message.
+func (a *attachment) readWriter() {
+	f := a.f
+	for {
+		msg, err := a.wc.Read(context.Background())
+		if err != nil {
+			close(a.eof)
+			return
+		}
+		f.mu.Lock()
+		a.fromWriter(msg)
+		done := f.done()
+		f.mu.Unlock()
+		if done {
+			f.poke()
+		}
+	}
 }
 
 func (a *attachment) run() error {
 	f := a.f
-	defer func() {
-		if a.drainT != nil {
-			a.drainT.Stop()
-		}
-	}()
 	if err := a.replay(); err != nil {
 		return err
 	}
+	f.mu.Lock()
 	// Calls left by the last writer, then whatever the client sent meanwhile.
 	for _, c := range f.ordered() {
 		if !c.sent {
 			a.send(c)
 		}
 	}
-	a.pump()
-	if f.ended {
-		a.startDrain()
-	}
-	for {
-		if f.Done() {
-			return nil
-		}
-		var inNotify chan struct{}
-		if !f.ended {
-			inNotify = f.inNotify
-		}
-		var done <-chan struct{}
-		if !f.ended {
-			done = a.ctx.Done()
-		}
-		select {
-		case <-inNotify:
-			a.pump()
-		case m := <-a.fromW:
-			if m.err != nil {
-				return a.lost()
-			}
-			a.fromWriter(m.msg)
-		case <-done:
-			f.ended = true
-			a.startDrain()
-		case <-a.drain:
-			f.log.Warn("attach: the client went away with calls unanswered", "calls", len(f.calls))
-			f.broken = true // nothing more will be read or answered
-			return nil
-		}
-	}
-}
-
-func (a *attachment) startDrain() {
-	if a.drainT == nil {
-		a.drainT = time.NewTimer(a.f.opts.DrainTimeout)
-		a.drain = a.drainT.C
-	}
-}
-
-// pump handles the client's queued messages.
-func (a *attachment) pump() {
-	f := a.f
-	msgs, ended := f.take()
-	for _, m := range msgs {
+	for _, m := range f.in {
 		a.fromClient(m)
 	}
-	if ended && !f.ended {
-		f.ended = true
-		a.startDrain()
+	f.in = nil
+	a.live = true
+	f.mu.Unlock()
+
+	var drain <-chan time.Time
+	for {
+		f.mu.Lock()
+		done, ended := f.done(), f.ended
+		f.mu.Unlock()
+		if done {
+			return nil
+		}
+		var ctxDone <-chan struct{}
+		if ended {
+			if drain == nil {
+				t := time.NewTimer(f.opts.DrainTimeout)
+				defer t.Stop()
+				drain = t.C
+			}
+		} else {
+			ctxDone = a.ctx.Done()
+		}
+		select {
+		case <-a.eof:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return a.lost()
+		case <-f.wake:
+		case <-ctxDone:
+			f.mu.Lock()
+			f.ended = true
+			f.mu.Unlock()
+		case <-drain:
+			f.mu.Lock()
+			f.log.Warn("attach: the client went away with calls unanswered", "calls", len(f.calls))
+			f.broken = true // nothing more will be read or answered
+			f.mu.Unlock()
+			return nil
+		}
 	}
 }
 
@@ -314,32 +325,32 @@ func (a *attachment) pump() {
 // requests says in its _meta what initialize said, so nothing is replayed.
 func (a *attachment) replay() error {
 	f := a.f
-	if f.init == nil {
+	f.mu.Lock()
+	init := f.init
+	f.mu.Unlock()
+	if init == nil {
 		return nil
 	}
 	if err := failpoint.Hit("attach.before-replay"); err != nil {
 		return err
 	}
-	id := a.replayID("initialize")
-	a.write(&jsonrpc.Request{ID: id, Method: "initialize", Params: f.init.Params})
-	for {
-		var m msgOrErr
-		select {
-		case m = <-a.fromW:
-		case <-a.ctx.Done():
-			return a.ctx.Err()
-		}
-		if m.err != nil {
-			return a.lost()
-		}
-		if resp, ok := m.msg.(*jsonrpc.Response); ok && resp.ID == id {
-			delete(f.swallow, id)
-			if resp.Error != nil {
-				return fmt.Errorf("attach: the writer (pid %d) refused the client's initialize, replayed: %w", f.writerPID, resp.Error)
-			}
-			break
-		}
-		a.fromWriter(m.msg)
+	f.mu.Lock()
+	a.initID = a.replayID("initialize")
+	a.write(&jsonrpc.Request{ID: a.initID, Method: "initialize", Params: init.Params})
+	f.mu.Unlock()
+	select {
+	case <-a.initDone:
+	case <-a.eof:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return a.lost()
+	case <-a.ctx.Done():
+		return a.ctx.Err()
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if a.initErr != nil {
+		return fmt.Errorf("attach: the writer (pid %d) refused the client's initialize, replayed: %w", f.writerPID, a.initErr)
 	}
 	if f.initialized {
 		a.write(&jsonrpc.Request{Method: "notifications/initialized"})
@@ -469,6 +480,13 @@ func (a *attachment) fromWriter(msg jsonrpc.Message) {
 	case *jsonrpc.Response:
 		if f.swallow[m.ID] {
 			delete(f.swallow, m.ID)
+			if m.ID == a.initID {
+				if m.Error != nil {
+					a.initErr = m.Error
+				}
+				close(a.initDone)
+				return
+			}
 			if m.Error != nil {
 				f.log.Warn("attach: the writer refused part of the replayed session", "id", m.ID.Raw(), "err", m.Error)
 			}
@@ -570,6 +588,8 @@ func (f *Forwarder) unknown(req *jsonrpc.Request) *jsonrpc.Response {
 // that may have run with CodeOutcomeUnknown, any other with an error
 // saying it had no effect. Call it once Attach will not be called again.
 func (f *Forwarder) Close() error {
+	f.mu.Lock()
+	f.ended = true
 	for _, c := range f.ordered() {
 		if c.sent && !safe(c.req.Method) {
 			f.toClient(f.unknown(c.req))
@@ -579,6 +599,7 @@ func (f *Forwarder) Close() error {
 		}
 		delete(f.calls, c.req.ID)
 	}
+	f.mu.Unlock()
 	err := f.client.Close()
 	<-f.readerDone
 	return err
