@@ -2,8 +2,11 @@ package lifecycle_test
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +167,49 @@ func TestRunAttachedServerRequests(t *testing.T) {
 	case <-time.After(hangAfter):
 		t.Fatal("no tools/list_changed through the attached process")
 	}
+}
+
+// TestRunAttachedHTTPOnTakeover: a Run with HTTP that attaches binds no
+// port; when it takes over as the writer it binds HTTP, and its state
+// file names the URL, which answers.
+func TestRunAttachedHTTPOnTakeover(t *testing.T) {
+	first := run(t, options(t))
+	opts := first.opts
+	opts.HTTP = "127.0.0.1:0"
+	second := run(t, opts)
+	mcptest.Call[lifecycle.Route](t, second.client, "route", nil)
+	assert.Nil(t, first.state(t).HTTP, "attached, it bound nothing")
+
+	require.NoError(t, first.stop(t))
+	assert.False(t, mcptest.Call[lifecycle.Route](t, second.client, "route", nil).Attached, "it took over")
+	var url string
+	second.poll(t, "the new writer's URL in the state file", func() bool {
+		s, err := statefile.Read(second.statePath())
+		if err != nil || s.Status != statefile.StatusReady || s.HTTP == nil {
+			return false
+		}
+		url = s.HTTP.URL
+		return true
+	})
+	resp, err := http.Get(strings.TrimSuffix(url, "/mcp") + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestRunAttachesToAnotherBuild: a process of another build attaches all
+// the same, and logs both versions.
+func TestRunAttachesToAnotherBuild(t *testing.T) {
+	writer := run(t, options(t))
+	opts := writer.opts
+	opts.Version = "v9"
+	var log logs
+	opts.Logger = slog.New(&log)
+	second := run(t, opts)
+	assert.True(t, mcptest.Call[lifecycle.Route](t, second.client, "route", nil).Attached)
+	recs := log.find(slog.LevelWarn, "attached to the home's writer, a process of another build")
+	require.Len(t, recs, 1)
+	assert.Equal(t, "v0", attr(recs[0], "writer_version"))
+	assert.Equal(t, "v9", attr(recs[0], "version"))
+	assert.Equal(t, strconv.Itoa(os.Getpid()), attr(recs[0], "writer_pid"))
 }
