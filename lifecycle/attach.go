@@ -39,10 +39,7 @@ var errClientGone = errors.New("lifecycle: the client went away")
 // locked is the error of the TryLock that sent it here.
 func (h *Harness) attach(ctx context.Context, locked error) error {
 	o, log := &h.opts, h.log
-	in, out := o.Stdin, o.Stdout
-	if in == nil {
-		in = os.Stdin
-	}
+	in, out := pollable(stdin(o)), o.Stdout
 	if out == nil {
 		out = os.Stdout
 	}

@@ -154,7 +154,7 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 	if stdio := w.fwd == nil && !o.NoStdio; stdio || w.http != nil {
 		serveErr = mcpserve.Serve(serveCtx, w.server, mcpserve.Options{
 			Stdio:           stdio,
-			Stdin:           o.Stdin,
+			Stdin:           pollable(stdin(o)),
 			Stdout:          o.Stdout,
 			Listener:        w.http,
 			Token:           w.token,
