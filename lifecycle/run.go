@@ -128,6 +128,23 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		return err
 	}
 
+	// The attach socket is bound while recovery runs: neither needs the
+	// other, and a process that dials it meanwhile waits for the writer's
+	// hello (attach.HelloTimeout) or dials again.
+	bound := make(chan struct{})
+	if o.Exclusive {
+		close(bound)
+	} else {
+		go func() {
+			defer close(bound)
+			w.bindSocket()
+		}()
+		defer func() {
+			<-bound
+			w.unlisten()
+		}()
+	}
+
 	// recovery logs each finding, with its remedy, and hands on the config
 	// repository it checked.
 	report, store, err := recovery.RunAndOpen(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, MaxFileSize: o.MaxFileSize, Logger: log})
@@ -158,10 +175,7 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	if ln != nil && !o.NoToken {
 		w.token = newToken()
 	}
-	if !o.Exclusive {
-		w.bindSocket()
-		defer w.unlisten()
-	}
+	<-bound
 
 	if w.st, err = statefile.New(o.Name, o.Home); err != nil {
 		return err
