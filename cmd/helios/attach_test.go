@@ -416,3 +416,37 @@ func handoverUnderLoad(t *testing.T, how string, rounds int) {
 
 	git(t, config, "fsck", "--strict")
 }
+
+// TestAttachedStops: an attached helios exits promptly with status 0 when
+// its client closes stdin and when it gets SIGTERM, after answering its
+// client; the writer and its client go on, and the session is gone from
+// the state file.
+func TestAttachedStops(t *testing.T) {
+	for _, how := range []string{"eof", "sigterm"} {
+		t.Run(how, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			registry := filepath.Join(t.TempDir(), "servers.json")
+			writer := launchAll(t, home, registry, "writer")[0]
+			serverInfo(t, writer.cs)
+			s := start(t, home, registry)
+			client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+			cs, err := client.Connect(t.Context(), &mcp.IOTransport{Reader: s.Stdout(), Writer: s.Stdin()}, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { cs.Close() })
+			require.Equal(t, "attached", serverInfo(t, cs).Role)
+			mcptest.Call[struct{ Commit string }](t, cs, "update_preference", map[string]any{"key": "k", "value": "v"})
+
+			if how == "eof" {
+				require.NoError(t, s.Stdin().Close())
+			} else {
+				require.NoError(t, syscall.Kill(s.Pid(), syscall.SIGTERM))
+			}
+			require.NoError(t, s.exit(t, hangAfter), "exit status 0; stderr:\n%s", s.Stderr())
+			assert.Equal(t, "writer", serverInfo(t, writer.cs).Role, "the writer goes on")
+			assert.Eventually(t, func() bool {
+				st, err := statefile.Read(filepath.Join(home, statefile.FileName))
+				return err == nil && len(st.Sessions) == 0
+			}, hangAfter, 5*time.Millisecond, "the session is gone from the state file")
+		})
+	}
+}
