@@ -315,10 +315,13 @@ func (a *attachment) run() error {
 	}
 }
 
-// write sends msg to the writer. A failed write is not an error here: the
-// writer is gone, which its reader reports next.
-func (a *attachment) write(msg jsonrpc.Message) {
+// write sends msg to the writer and reports whether it went. A failed
+// write is not an error here: the writer is gone, which its reader
+// reports next.
+func (a *attachment) write(msg jsonrpc.Message) bool {
 	if err := a.wc.Write(context.Background(), msg); err != nil {
 		a.f.log.Debug("attach: write to the writer failed", "err", err)
+		return false
 	}
+	return true
 }

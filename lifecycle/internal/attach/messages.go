@@ -31,9 +31,10 @@ func (f *Forwarder) ordered() []*call {
 	return cs
 }
 
+// send writes c to the writer. A call whose write failed never reached
+// it, and waits for the next writer.
 func (a *attachment) send(c *call) {
-	c.sent = true
-	a.write(c.req)
+	c.sent = a.write(c.req)
 }
 
 // fromClient handles one message of the client's.
@@ -165,9 +166,14 @@ func (a *attachment) fromWriter(msg jsonrpc.Message) {
 // lost handles the writer's going: each call sent to it is sent again to
 // the next writer if the writer said it never read it, or if its method is
 // free of effects; any other gets an error saying its outcome is unknown.
-// The writer's own requests to the client are cancelled.
+// The writer's own requests to the client are cancelled. It is called
+// with the Forwarder's lock held.
 func (a *attachment) lost() error {
 	f := a.f
+	// From here on the client's messages wait for the next writer: one
+	// handled for this one now would be written to a closed connection
+	// and count as sent, and never be answered.
+	a.live = false
 	clean := a.goodbye != nil
 	for _, c := range f.ordered() {
 		if !c.sent {
