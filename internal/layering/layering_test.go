@@ -18,14 +18,15 @@ const module = "github.com/mcpkeep/mcpkeep/"
 // new package must be placed in the table on purpose.
 var allowed = map[string][]string{
 	"internal/failpoint": {},
+	"internal/barrier":   {},
 	"internal/proc":      {},
 	"internal/layering":  {},
 	"internal/doccheck":  {},
 	"internal/buildinfo": {},
-	"atomicfile":         {"internal/failpoint"},
+	"atomicfile":         {"internal/failpoint", "internal/barrier"},
 	"statefile":          {"atomicfile", "internal/proc", "internal/failpoint"},
 	"portmgr":            {"internal/failpoint"},
-	"gitstore":           {"atomicfile", "internal/failpoint"},
+	"gitstore":           {"atomicfile", "internal/failpoint", "internal/barrier"},
 	"bootstrap":          {"atomicfile", "gitstore", "internal/buildinfo", "internal/failpoint"},
 	"recovery":           {"atomicfile", "gitstore", "statefile", "internal/proc", "internal/failpoint"},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
