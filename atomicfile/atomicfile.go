@@ -22,10 +22,11 @@ package atomicfile
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/mcpkeep/mcpkeep/internal/barrier"
 )
 
 // DefaultPerm is the mode of a file WriteFile creates when perm is 0.
@@ -47,18 +48,7 @@ func WriteFile(path string, data []byte, perm fs.FileMode) error {
 // SyncDir fsyncs the directory dir, making a rename, create or remove of one
 // of its entries durable.
 func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
+	return barrier.Sync(barrier.DirOp(dir))
 }
 
 // MkdirAll creates dir and any missing parents with mode perm (0700 when

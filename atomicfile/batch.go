@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"github.com/google/renameio/v2"
 
+	"github.com/mcpkeep/mcpkeep/internal/barrier"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
@@ -27,6 +27,11 @@ type File struct {
 	// (gitstore makes its loose objects' in objects/, not in each of 256
 	// fan-out directories it would otherwise have to search at every start).
 	TempDir string
+	// NoSync skips this file's fsyncs: the file is replaced atomically
+	// (a reader sees the old or the new bytes) but a power cut may undo
+	// the replace or leave the new file torn. For caches that are checked
+	// and rebuilt from other data (gitstore's index).
+	NoSync bool
 }
 
 // errTwice reports a path named twice in one WriteFiles call.
@@ -37,8 +42,8 @@ var errTwice = errors.New("named twice in one WriteFiles call")
 // the kernel to start writing each one out at once, so their disk writes
 // overlap), fsyncs them all at once, renames them in the order given, and
 // then fsyncs each of their directories once, all at once. Every file is
-// fsynced, as by WriteFile; what is saved is the waiting, one disk write
-// after another.
+// fsynced, as by WriteFile, but those marked NoSync; what is saved is the
+// waiting, one disk write after another.
 //
 // Each file is replaced atomically; the set is not. A crash before
 // WriteFiles returns can leave some files replaced and others not, and
@@ -48,102 +53,162 @@ var errTwice = errors.New("named twice in one WriteFiles call")
 // nil, every file is durable. On error, files renamed before the error stay
 // replaced, the others are untouched and their temporary files removed. A
 // path may appear only once.
+//
+// WriteFiles is Prepare, Sync, Rename and SyncDirs; a caller that must do
+// something between those steps calls them itself.
 func WriteFiles(files ...File) error {
 	if len(files) == 0 {
 		return nil
 	}
+	b, err := Prepare(files...)
+	if err != nil {
+		return err
+	}
+	defer b.Cleanup()
+	if err := b.Sync(); err != nil {
+		return err
+	}
+	if err := b.Rename(); err != nil {
+		return err
+	}
+	return b.SyncDirs()
+}
+
+// A Batch is a WriteFiles in steps: Prepare writes the temporary files,
+// Sync makes them durable, Rename puts them in place and SyncDirs makes the
+// renames durable. Between the steps the caller may do its own work, and
+// Sync and SyncDirs take more files and directories to fsync in the same
+// barrier (gitstore fsyncs its journal with the temporary files, so that
+// one wait on the disk covers both). Cleanup removes whatever temporary
+// file was not renamed; call it when done, after an error too. A Batch is
+// for one goroutine.
+type Batch struct {
+	files   []File
+	pending []*renameio.PendingFile
+	renamed int
+	dirs    []string // directories of renamed files, in order of first rename
+}
+
+// Prepare checks files (a path may appear only once) and writes the
+// temporary file of each, without fsyncing it. On error it removes what it
+// wrote.
+func Prepare(files ...File) (*Batch, error) {
 	seen := make(map[string]bool, len(files))
 	for _, f := range files {
 		p := filepath.Clean(f.Path)
 		if seen[p] {
-			return &fs.PathError{Op: "write", Path: f.Path, Err: errTwice}
+			return nil, &fs.PathError{Op: "write", Path: f.Path, Err: errTwice}
 		}
 		seen[p] = true
 	}
-	if err := failpoint.Hit("atomicfile.before-write"); err != nil {
-		return &fs.PathError{Op: "write", Path: files[0].Path, Err: err}
+	if len(files) == 0 {
+		return &Batch{}, nil
 	}
-	pending := make([]*renameio.PendingFile, 0, len(files))
-	renamed := 0
-	defer func() {
-		for _, t := range pending[renamed:] {
-			t.Cleanup() // closes and removes the temporary file
-		}
-	}()
+	if err := failpoint.Hit("atomicfile.before-write"); err != nil {
+		return nil, &fs.PathError{Op: "write", Path: files[0].Path, Err: err}
+	}
+	b := &Batch{files: files, pending: make([]*renameio.PendingFile, 0, len(files))}
 	for _, f := range files {
 		perm, err := fileMode(f.Path, f.Perm)
 		if err != nil {
-			return err
+			b.Cleanup()
+			return nil, err
 		}
 		t, err := newTemp(f.Path, f.TempDir, perm)
 		if err != nil {
-			return targetError("write", f.Path, err)
+			b.Cleanup()
+			return nil, targetError("write", f.Path, err)
 		}
-		pending = append(pending, t)
+		b.pending = append(b.pending, t)
 		if _, err := t.Write(f.Data); err != nil {
-			return targetError("write", f.Path, err)
+			b.Cleanup()
+			return nil, targetError("write", f.Path, err)
 		}
-		startWriteback(t.File)
-	}
-	if err := failpoint.Hit("atomicfile.before-fsync"); err != nil {
-		return &fs.PathError{Op: "fsync", Path: files[0].Path, Err: err}
-	}
-	if err := each(len(pending), func(i int) error {
-		if err := pending[i].Sync(); err != nil {
-			return targetError("fsync", files[i].Path, err)
+		if !f.NoSync {
+			startWriteback(t.File)
 		}
-		return nil
-	}); err != nil {
-		return err
 	}
-	var dirs []string
-	for i, t := range pending {
+	return b, nil
+}
+
+// Sync fsyncs every temporary file (but those of NoSync files) and every
+// file of also, at once: one barrier. An error names the file whose fsync
+// failed (the target, for a temporary file).
+func (b *Batch) Sync(also ...*os.File) error {
+	if len(b.files) > 0 {
+		if err := failpoint.Hit("atomicfile.before-fsync"); err != nil {
+			return &fs.PathError{Op: "fsync", Path: b.files[0].Path, Err: err}
+		}
+	}
+	var ops []barrier.Op
+	for i, t := range b.pending {
+		if !b.files[i].NoSync {
+			ops = append(ops, barrier.Op{File: t.File, Path: b.files[i].Path})
+		}
+	}
+	for _, f := range also {
+		ops = append(ops, barrier.FileOp(f))
+	}
+	return barrier.Sync(ops...)
+}
+
+// Rename closes each temporary file and renames it over its target, in the
+// order given to Prepare. On error the files renamed before it stay
+// replaced; Cleanup removes the others' temporary files.
+func (b *Batch) Rename() error {
+	for i := b.renamed; i < len(b.pending); i++ {
+		t, f := b.pending[i], b.files[i]
 		if err := failpoint.Hit("atomicfile.before-rename"); err != nil {
-			return &fs.PathError{Op: "rename", Path: files[i].Path, Err: err}
+			return &fs.PathError{Op: "rename", Path: f.Path, Err: err}
 		}
 		// Close and rename here, not with renameio's
 		// CloseAtomicallyReplace: that fsyncs the file again, a second
 		// flush that made every replace about a third slower than the
-		// floor (BenchmarkRawFloor) for nothing, since the Sync above
-		// already made the bytes durable.
+		// floor (BenchmarkRawFloor) for nothing, since Sync already made
+		// the bytes durable.
 		if err := t.File.Close(); err != nil {
-			return targetError("write", files[i].Path, err)
+			return targetError("write", f.Path, err)
 		}
-		if err := os.Rename(t.Name(), files[i].Path); err != nil {
-			return targetError("rename", files[i].Path, err)
+		if err := os.Rename(t.Name(), f.Path); err != nil {
+			return targetError("rename", f.Path, err)
 		}
-		renamed++
-		if dir := filepath.Dir(files[i].Path); !slices.Contains(dirs, dir) {
-			dirs = append(dirs, dir)
+		b.renamed++
+		if dir := filepath.Dir(f.Path); !f.NoSync && !slices.Contains(b.dirs, dir) {
+			b.dirs = append(b.dirs, dir)
 		}
+	}
+	return nil
+}
+
+// SyncDirs fsyncs the directory of every renamed file (but NoSync files)
+// and every directory of also, each once, at once: one barrier.
+func (b *Batch) SyncDirs(also ...string) error {
+	dirs := slices.Clone(b.dirs)
+	for _, d := range also {
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == 0 {
+		return nil
 	}
 	if err := failpoint.Hit("atomicfile.before-dir-fsync"); err != nil {
 		return &fs.PathError{Op: "fsync", Path: dirs[0], Err: err}
 	}
-	return each(len(dirs), func(i int) error { return SyncDir(dirs[i]) })
+	ops := make([]barrier.Op, len(dirs))
+	for i, d := range dirs {
+		ops[i] = barrier.DirOp(d)
+	}
+	return barrier.Sync(ops...)
 }
 
-// each runs fn(0), ..., fn(n-1) at once and waits for them all; it returns
-// the error of the lowest i that failed. The fsyncs of several files or
-// directories, run at once, overlap their waits on the disk (five
-// directories after their renames: 718-765 us one after another, 478-571
-// us at once, measured here).
-func each(n int, fn func(int) error) error {
-	if n == 1 {
-		return fn(0)
+// Cleanup closes and removes the temporary files not renamed. It is
+// idempotent.
+func (b *Batch) Cleanup() {
+	for _, t := range b.pending[b.renamed:] {
+		t.Cleanup()
 	}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { errs[i] = fn(i) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	b.pending = b.pending[:b.renamed]
 }
 
 // fileMode returns the mode WriteFile gives the file at path, as it

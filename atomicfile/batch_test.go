@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/barrier"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
 
@@ -339,4 +340,45 @@ func TestWriteFilesTempDir(t *testing.T) {
 	entries, err := os.ReadDir(temps)
 	require.NoError(t, err)
 	assert.Empty(t, entries)
+}
+
+// TestBatchSteps: a Batch in steps replaces its files as WriteFiles does,
+// fsyncs the extra file and directory of Sync and SyncDirs in the same
+// barriers, leaves NoSync files out of both, and Cleanup removes the
+// temporary files a failed batch left.
+func TestBatchSteps(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o700))
+	extra, err := os.Create(filepath.Join(dir, "journal"))
+	require.NoError(t, err)
+	defer extra.Close()
+	var c barrier.Counter
+	defer barrier.SetCounter(barrier.SetCounter(&c))
+
+	b, err := atomicfile.Prepare(
+		atomicfile.File{Path: filepath.Join(dir, "a"), Data: []byte("a")},
+		atomicfile.File{Path: filepath.Join(dir, "cache"), Data: []byte("c"), NoSync: true})
+	require.NoError(t, err)
+	defer b.Cleanup()
+	_, err = os.Stat(filepath.Join(dir, "a"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "nothing is in place before Rename")
+	require.NoError(t, b.Sync(extra))
+	require.NoError(t, b.Rename())
+	require.NoError(t, b.SyncDirs(sub))
+	assert.Equal(t, int64(2), c.Barriers())
+	assert.Equal(t, int64(2+2), c.Fsyncs(), "a and the journal; dir and sub; never the cache")
+	for name, want := range map[string]string{"a": "a", "cache": "c"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(got))
+	}
+
+	failed, err := atomicfile.Prepare(atomicfile.File{Path: filepath.Join(dir, "b"), Data: []byte("b")})
+	require.NoError(t, err)
+	failed.Cleanup()
+	failed.Cleanup()
+	removed, err := atomicfile.CleanTemps(dir)
+	require.NoError(t, err)
+	assert.Empty(t, removed, "Cleanup left no temporary file")
 }
