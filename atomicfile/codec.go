@@ -109,36 +109,21 @@ func (e *CorruptError) Unwrap() []error {
 // cannot read back (a map with the keys 0 and 0.0, which yaml.v3 writes
 // alike, as a duplicated key) is an error, and path is left as it was.
 func WriteYAML(path string, v any, perm fs.FileMode) error {
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+	b, err := EncodeYAML(path, v)
+	if err != nil {
+		return err
 	}
-	if err := enc.Close(); err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	var check any
-	if err := decodeYAML(path, buf.Bytes(), &check, false); err != nil {
-		problem := err.Error()
-		var ce *CorruptError
-		if errors.As(err, &ce) && ce.Err != nil {
-			problem = ce.Err.Error()
-		}
-		return fmt.Errorf("encode %s: the YAML would not read back (%s); nothing was written: "+
-			"give map keys that YAML writes apart (such as 0 and 0.0, both written 0)", path, problem)
-	}
-	return WriteFile(path, buf.Bytes(), perm)
+	return WriteFile(path, b, perm)
 }
 
 // WriteJSON encodes v as indented JSON with a final newline and replaces path
 // with it like WriteFile.
 func WriteJSON(path string, v any, perm fs.FileMode) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := EncodeJSON(path, v)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
+		return err
 	}
-	return WriteFile(path, append(b, '\n'), perm)
+	return WriteFile(path, b, perm)
 }
 
 // ReadYAML decodes the YAML file at path into v, which must be a non-nil
