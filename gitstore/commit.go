@@ -100,8 +100,8 @@ func (b *treeBuilder) store(obj plumbing.EncodedObject) (plumbing.Hash, error) {
 	if !b.write || b.queued[h] {
 		return h, nil
 	}
-	if err := b.s.storage.HasEncodedObject(h); err == nil {
-		return h, nil
+	if err := b.s.repo.Storer.HasEncodedObject(h); err == nil {
+		return h, nil // stored, or in memory and flushed or about to be
 	}
 	data, err := looseObject(obj)
 	if err != nil {
@@ -285,13 +285,50 @@ func (s *Store) Dirty() (bool, error) {
 // Commit records every change of the work tree (adds, edits, deletes) as a
 // new commit with message msg and returns its hash, or "" and nil when the
 // tree equals the last commit. When Commit returns, the commit is durable.
+// It first applies the commits staged (Apply) and writes the journal to
+// the repository (Flush).
 func (s *Store) Commit(msg string) (string, error) {
-	s.mu.Lock()
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.lockSettled(); err != nil {
+		return "", err
+	}
 	defer s.mu.Unlock()
 	return s.commit(msg)
 }
 
-// commit is Commit, for a caller that holds s.mu.
+// settle applies the commits staged and flushes the journal, for a method
+// that writes the repository itself. The caller holds flushMu.
+func (s *Store) settle() error {
+	if s.opts.ReadOnly {
+		return nil // the method's own check says so
+	}
+	s.applyMu.Lock()
+	err, _ := s.apply()
+	s.applyMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// lockSettled settles, then takes s.mu with no commit staged (one staged
+// in between would be built on a HEAD the caller is about to move). The
+// caller holds flushMu.
+func (s *Store) lockSettled() error {
+	for {
+		if err := s.settle(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if len(s.staged) == 0 {
+			return nil
+		}
+		s.mu.Unlock()
+	}
+}
+
+// commit is Commit, for a caller that holds s.mu and has settled.
 func (s *Store) commit(msg string) (string, error) {
 	if err := s.writable("commit"); err != nil {
 		return "", err
@@ -334,86 +371,129 @@ func (s *Store) commit(msg string) (string, error) {
 	if err := failpoint.Hit("gitstore.before-ref"); err != nil {
 		return "", fmt.Errorf("gitstore: update %s in %s: %w", s.branch, s.dir, err)
 	}
-	// The ref's rename is the commit point; the stamp (a copy of the ref
-	// that Open repairs a broken ref from) and the index follow it in the
-	// same batch. Each is replaced atomically, and a power cut may keep any
-	// of the three: a stamp ahead of the ref names a commit whose objects
-	// are durable, an index behind it is rebuilt by Open.
-	idx, err := indexBytes(files)
-	if err != nil {
+	// The ref's rename is the commit point. The index and the stamp (a
+	// copy of the ref that Open repairs a broken ref from) are caches,
+	// written after it without fsync: Open checks and rebuilds them.
+	if err := s.writeRef(s.branch, h); err != nil {
 		return "", err
 	}
-	err = s.writeRef(s.branch, h,
-		atomicfile.File{Path: filepath.Join(s.gitDir, stampFile), Data: []byte(h.String() + "\n"), Perm: 0o644},
-		atomicfile.File{Path: filepath.Join(s.gitDir, "index"), Data: idx, Perm: 0o644})
-	if err != nil {
-		return "", err
+	s.setHead(h)
+	s.index = make(map[string]*index.Entry, len(files))
+	for _, f := range files {
+		s.index[f.path] = indexEntry(f)
 	}
-	if err := s.maybePack(); err != nil {
-		// The commit is durable; packing is housekeeping.
-		s.log.Warn("gitstore: packing loose objects failed; will retry", "repo", s.dir, "err", err)
+	if err := s.writeCaches(h, s.indexSnapshot()); err != nil {
+		s.log.Warn("gitstore: writing the index failed; Open rebuilds it", "repo", s.dir, "err", err)
+	}
+	if s.maintained.Load() == 0 {
+		if err := s.maybePack(); err != nil {
+			// The commit is durable; packing is housekeeping.
+			s.log.Warn("gitstore: packing loose objects failed; will retry", "repo", s.dir, "err", err)
+		}
 	}
 	return h.String(), nil
 }
 
-// indexBytes encodes the index for files, with stat data so the git CLI
-// sees a clean work tree without rehashing.
-func indexBytes(files []file) ([]byte, error) {
-	idx := &index.Index{Version: 2}
-	for _, f := range files {
-		e := &index.Entry{Name: f.path, Hash: f.hash, Mode: f.mode}
-		if f.info != nil {
-			e.ModifiedAt = f.info.ModTime()
-			e.Size = uint32(f.info.Size())
-			fillStat(e, f.info)
-		}
-		idx.Entries = append(idx.Entries, e)
+// indexEntry is the index entry of a scanned file, with its stat data so
+// that the git CLI sees a clean work tree without rehashing.
+func indexEntry(f file) *index.Entry {
+	e := &index.Entry{Name: f.path, Hash: f.hash, Mode: f.mode}
+	if f.info != nil {
+		e.ModifiedAt = f.info.ModTime()
+		e.Size = uint32(f.info.Size())
+		fillStat(e, f.info)
 	}
-	var buf bytes.Buffer
-	if err := index.NewEncoder(&buf).Encode(idx); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return e
 }
 
-// repairIndex rebuilds an index that does not decode from the last commit
-// (go-git rewrites the index in place, so a kill can truncate it).
-func (s *Store) repairIndex() error {
-	path := filepath.Join(s.gitDir, "index")
-	b, err := os.ReadFile(path)
-	if err == nil {
-		var idx index.Index
-		if derr := index.NewDecoder(bytes.NewReader(b)).Decode(&idx); derr == nil {
-			return nil
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
+// loadIndex loads the index for the flush, or rebuilds it from HEAD when
+// it does not decode or is not the one the stamp names (a crash came
+// between the flush's index and its stamp, or before a flush). Files
+// are not hashed: a rebuilt index has no stat data, and the git CLI
+// rehashes once.
+func (s *Store) loadIndex() error {
+	s.index = map[string]*index.Entry{}
+	b, err := os.ReadFile(filepath.Join(s.gitDir, "index"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	c, err := s.headCommit()
+	var idx index.Index
+	decoded := err == nil && index.NewDecoder(bytes.NewReader(b)).Decode(&idx) == nil
+	fresh := decoded && s.indexFresh(b)
+	if fresh {
+		for _, e := range idx.Entries {
+			s.index[e.Name] = e
+		}
+		return nil
+	}
+	if s.headHash.IsZero() {
+		return nil // nothing committed: no index needed
+	}
+	if err := s.indexFromTree(); err != nil {
+		return err
+	}
+	switch {
+	case b == nil:
+		s.repaired("rebuilt the missing .git/index from HEAD")
+	case !decoded:
+		s.repaired("rebuilt the unreadable .git/index (%d bytes) from HEAD", len(b))
+	default:
+		s.repaired("rebuilt .git/index, which was not the one of HEAD (a crash came before it was written)")
+	}
+	return nil
+}
+
+// indexFresh reports whether the stamp names HEAD and the index whose
+// bytes are b. A stamp of one line (older versions) vouches for no index:
+// a decoded index is taken.
+func (s *Store) indexFresh(b []byte) bool {
+	stamp, err := os.ReadFile(filepath.Join(s.gitDir, stampFile))
+	if err != nil {
+		return true
+	}
+	first, rest, _ := bytes.Cut(stamp, []byte("\n"))
+	sum, ok := strings.CutPrefix(strings.TrimSpace(string(rest)), "index ")
+	if !ok {
+		return true
+	}
+	return strings.TrimSpace(string(first)) == s.headHash.String() && sum == indexChecksum(b)
+}
+
+// indexFromTree makes the index kept for the flush that of HEAD's tree,
+// without stat data.
+func (s *Store) indexFromTree() error {
+	c, err := s.repo.CommitObject(s.headHash)
 	if err != nil {
 		return err
-	}
-	if c == nil {
-		return nil // nothing committed: no index needed
 	}
 	tree, err := c.Tree()
 	if err != nil {
 		return err
 	}
-	var files []file
 	err = tree.Files().ForEach(func(f *object.File) error {
-		files = append(files, file{path: f.Name, mode: f.Mode, hash: f.Hash})
+		s.index[f.Name] = &index.Entry{Name: f.Name, Hash: f.Hash, Mode: f.Mode}
 		return nil
 	})
-	if err != nil {
+	s.indexDirty = true
+	return err
+}
+
+// checkIndex is loadIndex for a ReadOnly store: it says what loadIndex
+// would rebuild, but only for an index that does not decode, since beside
+// a live server the index is often not yet the one of HEAD.
+func (s *Store) checkIndex() error {
+	b, err := os.ReadFile(filepath.Join(s.gitDir, "index"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	idx, err := indexBytes(files)
-	if err != nil {
-		return err
+	if err == nil {
+		var idx index.Index
+		if index.NewDecoder(bytes.NewReader(b)).Decode(&idx) == nil {
+			return nil
+		}
 	}
-	if err := s.write(func() error { return atomicfile.WriteFile(filepath.Join(s.gitDir, "index"), idx, 0o644) }); err != nil {
-		return err
+	if s.headHash.IsZero() {
+		return nil
 	}
 	if b == nil {
 		s.repaired("rebuilt the missing .git/index from HEAD")

@@ -4,19 +4,33 @@
 // It is built on go-git, which alone is not crash-safe: it never fsyncs,
 // and it rewrites branch refs and the index in place (truncate, then write),
 // so a kill can leave an empty ref (HEAD lost) or a truncated index.
-// gitstore builds each commit's objects itself and writes them as loose
-// objects in one durable batch (atomicfile.WriteFiles), then the branch
-// ref, a stamp of the last commit and the index in a second; what go-git
-// still writes (packs, Init) goes through a filesystem that fsyncs files
-// and directories.
+// gitstore writes what matters itself.
 //
-// Open repairs what older writers or other tools left: an empty or garbage
-// ref (from the stamp) and an unreadable index (rebuilt from HEAD) and, when
-// the caller holds the home lock, the temporary files of interrupted writes,
-// stale *.lock files, the index of a pack a kill left without its pack, and
-// a .git/config that does not parse (rewritten, its bytes kept beside it).
-// A Commit that returned survives kill -9 and a power cut. History is never
-// rewritten: Rollback makes a new commit.
+// Two ways change the repository. Stage and Apply are the change path: a
+// commit is built in memory from its parent's tree and the paths it
+// changes (no walk of the work tree), and Apply makes every staged commit
+// durable in two ordered barriers: a record in the store's journal with
+// the temporary files of the new contents, fsynced at once; then the
+// renames, and the fsync of their directories. The repository's own files
+// (a pack of the objects, the branch ref) follow off that path: Maintain,
+// run beside the store, writes the journal to them (Flush), and so do
+// Close, Commit, Rollback and Tag first. Commit records whatever the work
+// tree holds (hand edits); it writes the new objects as loose objects in
+// one durable batch (atomicfile.WriteFiles), then the branch ref in a
+// second. The index and a stamp of the last commit are caches, written
+// without fsync, that Open checks. DESIGN.md ("Issue 20: the change
+// path") has every crash state and what Open does about it.
+//
+// Open takes the journal back (its commits' files put in place when a
+// crash came between Apply's barriers, its commits written to the
+// repository) and repairs what older writers or other tools left: an
+// empty or garbage ref (from the stamp), an unreadable or stale index
+// (rebuilt from HEAD) and, when the caller holds the home lock, the
+// temporary files of interrupted writes, stale *.lock files, the index of
+// a pack a kill left without its pack, and a .git/config that does not
+// parse (rewritten, its bytes kept beside it). An Apply or Commit that
+// returned survives kill -9 and a power cut. History is never rewritten:
+// Rollback makes a new commit.
 //
 // The work tree and the history are trusted no further than their files:
 // gitstore versions regular files only. Commit refuses a work tree that
@@ -24,9 +38,11 @@
 // larger than Options.MaxFileSize, and reads each file without following a
 // link or waiting on a pipe; Restore, Rollback and ReadAt refuse an entry
 // of the history that is a symbolic link or a submodule, too large, or
-// named to lead out of the work tree or into a .git (see EntryError). A Store is for one writer process
-// (the holder of the home lock); its methods may be called from several
-// goroutines, and run one at a time.
+// named to lead out of the work tree or into a .git (see EntryError). A
+// Store is for one writer process (the holder of the home lock); its
+// methods may be called from several goroutines. The git CLI sees a
+// change once it is flushed (Maintain flushes after 20 ms without one); a
+// ReadOnly Store in another process reads the journal and sees it at once.
 package gitstore
 
 import (
@@ -39,6 +55,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -46,8 +63,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
@@ -114,22 +131,44 @@ const (
 
 // Store is one config directory and its repository.
 type Store struct {
-	// mu is held by every exported method but Dir and Repairs: go-git's
-	// storage is not safe for concurrent use, and a server reads history
-	// for one client while it commits for another.
-	mu          sync.Mutex
-	dir, gitDir string
-	opts        Options
-	log         *slog.Logger
-	repo        *git.Repository
-	storage     *filesystem.Storage
-	branch      string // refs/heads/…
-	repairs     []string
-	loose       int // loose objects: -1 until the first Commit counts them, then added to by each
-	// overlay holds the refs a ReadOnly Open repaired in memory only, and
-	// overlayConfig the config, when it repaired that.
+	// Locks, taken in this order: flushMu, then applyMu, then mu.
+	// mu is held by every exported method but Dir and Repairs, briefly:
+	// go-git's storage is not safe for concurrent use, and a server reads
+	// history for one client while it commits for another. applyMu is
+	// held by Apply through its barriers, when mu is not; flushMu by a
+	// flush or packing, which take the others only for moments.
+	mu, applyMu, flushMu sync.Mutex
+	dir, gitDir          string
+	opts                 Options
+	log                  *slog.Logger
+	repo                 *git.Repository
+	storage              *filesystem.Storage
+	branch               string // refs/heads/…
+	repairs              []string
+	loose                int // loose objects: -1 until the first Commit counts them, then added to by each
+	// overlay holds the refs the store knows better than the disk: the
+	// branch, as the journal moves it, and those a ReadOnly Open
+	// repaired in memory only; overlayConfig the config, when it repaired
+	// that.
 	overlay       map[plumbing.ReferenceName]*plumbing.Reference
 	overlayConfig *config.Config
+
+	// The change path (stage.go, apply.go, flush.go). headHash is what
+	// HEAD names to this process; tip is the last staged commit.
+	headHash, tip, tipTree plumbing.Hash
+	staged                 []*Staged
+	jr                     *journal         // nil when ReadOnly, and after Close
+	seq                    uint64           // of the last journal record
+	records                []*appliedRecord // in the journal, not flushed
+	retiring               []*appliedRecord // being flushed, in the inactive journal file
+	unfinished             *unfinishedBatch
+	mem                    map[plumbing.Hash]*memObject
+	memFlushed             int // bytes of mem that are in a pack already
+	trees                  map[plumbing.Hash][]object.TreeEntry
+	index                  map[string]*index.Entry // the index, kept for the flush (writers only)
+	indexDirty             bool
+	kick                   chan struct{}
+	maintained             atomic.Int32 // running Maintain calls: Commit leaves packing to them
 }
 
 func options(o *Options) Options {
@@ -234,7 +273,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	o := options(opts)
 	s := &Store{dir: abs, gitDir: filepath.Join(abs, ".git"), opts: o, log: o.Logger,
-		overlay: map[plumbing.ReferenceName]*plumbing.Reference{}}
+		overlay: map[plumbing.ReferenceName]*plumbing.Reference{},
+		mem:     map[plumbing.Hash]*memObject{}, trees: map[plumbing.Hash][]object.TreeEntry{},
+		kick: make(chan struct{}, 1)}
 	if _, err := os.Stat(filepath.Join(s.gitDir, "config")); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w (run the server once to install the home)", abs, ErrNotRepo)
@@ -264,13 +305,15 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := s.repairHEAD(); err != nil {
 		return nil, err
 	}
-	if err := s.reopen(); err != nil {
+	if err := s.openRepo(newStorage(s.gitDir)); err != nil {
 		return nil, err
 	}
 	if err := s.repairRef(); err != nil {
+		s.storage.Close()
 		return nil, err
 	}
-	if err := s.repairIndex(); err != nil {
+	if err := s.openChangePath(); err != nil {
+		s.storage.Close()
 		return nil, err
 	}
 	s.loose = -1 // counted at the first Commit (maybePack)
@@ -280,22 +323,55 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// reopen (re)opens the storage and the repository.
-func (s *Store) reopen() error {
-	if s.storage != nil {
-		s.storage.Close()
+// openChangePath takes the journal back (replay), flushes it to the
+// repository and opens it for Apply, and loads the index; a ReadOnly
+// store only takes the journal into memory.
+func (s *Store) openChangePath() error {
+	h, err := s.head()
+	if err != nil {
+		return err
 	}
-	s.storage = newStorage(s.gitDir)
-	var st storage.Storer = s.storage
+	s.setHead(h)
+	recs, err := s.replay()
+	if err != nil {
+		return err
+	}
 	if s.opts.ReadOnly {
-		st = overlay{s.storage, s.overlay, s.overlayConfig}
+		return s.checkIndex()
 	}
-	repo, err := git.Open(st, nil)
+	if err := s.loadIndex(); err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		s.retiring = recs
+		if err := s.writeRecords(recs); err != nil {
+			return fmt.Errorf("gitstore: write the journal's commits to the repository in %s: %w", s.dir, err)
+		}
+		s.retiring = nil
+	} else if s.indexDirty {
+		if err := s.writeCaches(s.headHash, s.indexSnapshot()); err != nil {
+			return err
+		}
+	}
+	s.jr, err = openJournal(s.gitDir)
+	return err
+}
+
+// openRepo makes st the store's storage and opens the repository on it,
+// through the overlay. The caller holds s.mu, or is Open.
+func (s *Store) openRepo(st *filesystem.Storage) error {
+	repo, err := git.Open(overlay{st, s}, nil)
 	if err != nil {
 		return fmt.Errorf("gitstore: open %s: %w", s.dir, err)
 	}
-	s.repo = repo
+	s.storage, s.repo = st, repo
 	return nil
+}
+
+// reopen opens a fresh view of the repository (after a pack was written
+// or deleted). The caller holds s.mu.
+func (s *Store) reopen() error {
+	return s.useStorage(newStorage(s.gitDir))
 }
 
 // Dir returns the work tree's absolute path.
@@ -304,14 +380,30 @@ func (s *Store) Dir() string { return s.dir }
 // Repairs lists what Open repaired.
 func (s *Store) Repairs() []string { return s.repairs }
 
-// Close releases the store. It is safe to call more than once.
+// Close flushes the journal to the repository (see Flush), drops any
+// commit staged and not applied, and releases the store. When the flush
+// fails the journal stays, and the next Open writes it. It is safe to
+// call more than once.
 func (s *Store) Close() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	var err error
+	if s.jr != nil {
+		err = s.flush()
+		s.applyMu.Lock()
+		s.mu.Lock()
+		s.dropStaged(fmt.Errorf("gitstore: %s was closed", s.dir))
+		err = errors.Join(err, s.jr.close())
+		s.jr = nil
+		s.mu.Unlock()
+		s.applyMu.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.storage != nil {
-		return s.storage.Close()
+		err = errors.Join(err, s.storage.Close())
 	}
-	return nil
+	return err
 }
 
 func (s *Store) repaired(format string, args ...any) {
@@ -529,7 +621,8 @@ func (s *Store) readHash(path string) (plumbing.Hash, bool) {
 	if err != nil {
 		return plumbing.ZeroHash, false
 	}
-	str := string(bytes.TrimSpace(b))
+	first, _, _ := bytes.Cut(b, []byte("\n")) // the stamp has a second line
+	str := string(bytes.TrimSpace(first))
 	if len(str) != 40 || !plumbing.IsHash(str) {
 		return plumbing.ZeroHash, false
 	}

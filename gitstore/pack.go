@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 )
@@ -66,6 +67,8 @@ type pack struct {
 // maybePack packs the loose objects once there are more than
 // PackThreshold of them: into one new pack, together with the smallest
 // packs when the new pack would break the progression (see packFactor).
+// Commit calls it when no Maintain runs (which packs instead, with no
+// lock held).
 //
 // go-git writes the pack through the syncing filesystem (its index first,
 // then the pack renamed into place, both fsynced); the loose objects and
@@ -95,7 +98,7 @@ func (s *Store) maybePack() error {
 	if err != nil {
 		return err
 	}
-	packs, err := s.packs()
+	packs, err := packsOf(s.gitDir, s.storage)
 	if err != nil {
 		return err
 	}
@@ -103,8 +106,26 @@ func (s *Store) maybePack() error {
 	if len(loose) == 0 && len(merged) < 2 {
 		return nil
 	}
-	if err := s.writePack(loose, merged); err != nil {
+	written, err := writePack(s.storage, s.dir, loose, merged)
+	if err != nil {
 		return err
+	}
+	if err := failpoint.Hit("gitstore.after-pack"); err != nil {
+		return err
+	}
+	for _, h := range loose {
+		if err := s.storage.DeleteLooseObject(h); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	for _, p := range merged {
+		if p.hash == written {
+			continue // the same objects, packed the same way: this is the new pack
+		}
+		// The .pack goes first: a .idx alone is ignored by go-git and git.
+		if err := s.storage.DeleteOldObjectPackAndIndex(p.hash, time.Time{}); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	// The storage caches the list of packs; start afresh.
 	if err := s.reopen(); err != nil {
@@ -152,16 +173,16 @@ func rollup(packs []pack, n, threshold int) []pack {
 	return small[:split]
 }
 
-// packs lists the packs with the number of objects each holds, fewest
-// first.
-func (s *Store) packs() ([]pack, error) {
-	hashes, err := s.storage.ObjectPacks()
+// packsOf lists the packs of the repository st stores, with the number of
+// objects each holds, fewest first.
+func packsOf(gitDir string, st *filesystem.Storage) ([]pack, error) {
+	hashes, err := st.ObjectPacks()
 	if err != nil {
 		return nil, err
 	}
 	var out []pack
 	for _, h := range hashes {
-		idx, err := s.packIndex(h)
+		idx, err := packIndex(gitDir, h)
 		if err != nil {
 			return nil, err
 		}
@@ -181,8 +202,8 @@ func (s *Store) packs() ([]pack, error) {
 }
 
 // packIndex reads the index of pack h.
-func (s *Store) packIndex(h plumbing.Hash) (*idxfile.MemoryIndex, error) {
-	path := filepath.Join(s.gitDir, "objects", "pack", "pack-"+h.String()+".idx")
+func packIndex(gitDir string, h plumbing.Hash) (*idxfile.MemoryIndex, error) {
+	path := filepath.Join(gitDir, "objects", "pack", "pack-"+h.String()+".idx")
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gitstore: index of a pack: %w", err)
@@ -196,18 +217,19 @@ func (s *Store) packIndex(h plumbing.Hash) (*idxfile.MemoryIndex, error) {
 }
 
 // writePack writes the loose objects and the objects of the packs merged
-// into one new pack, durably, then deletes the loose objects and those
-// packs.
-func (s *Store) writePack(loose []plumbing.Hash, merged []pack) error {
+// into one new pack through st, durably, and returns its hash. dir names
+// the repository in errors.
+func writePack(st *filesystem.Storage, dir string, loose []plumbing.Hash, merged []pack) (plumbing.Hash, error) {
+	gitDir := filepath.Join(dir, ".git")
 	hashes := slices.Clone(loose)
 	for _, p := range merged {
-		idx, err := s.packIndex(p.hash)
+		idx, err := packIndex(gitDir, p.hash)
 		if err != nil {
-			return err
+			return plumbing.ZeroHash, err
 		}
 		iter, err := idx.Entries()
 		if err != nil {
-			return err
+			return plumbing.ZeroHash, err
 		}
 		for {
 			e, err := iter.Next()
@@ -216,7 +238,7 @@ func (s *Store) writePack(loose []plumbing.Hash, merged []pack) error {
 			}
 			if err != nil {
 				iter.Close()
-				return err
+				return plumbing.ZeroHash, err
 			}
 			hashes = append(hashes, e.Hash)
 		}
@@ -226,35 +248,18 @@ func (s *Store) writePack(loose []plumbing.Hash, merged []pack) error {
 	slices.SortFunc(hashes, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
 	hashes = slices.Compact(hashes)
 
-	what := fmt.Sprintf("gitstore: pack %d loose objects and %d packs in %s", len(loose), len(merged), s.dir)
-	w, err := s.storage.PackfileWriter()
+	what := fmt.Sprintf("gitstore: pack %d loose objects and %d packs in %s", len(loose), len(merged), dir)
+	w, err := st.PackfileWriter()
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return plumbing.ZeroHash, fmt.Errorf("%s: %w", what, err)
 	}
-	written, err := packfile.NewEncoder(w, s.storage, false).Encode(hashes, packWindow)
+	written, err := packfile.NewEncoder(w, st, false).Encode(hashes, packWindow)
 	if err != nil {
 		w.Close()
-		return fmt.Errorf("%s: %w", what, err)
+		return plumbing.ZeroHash, fmt.Errorf("%s: %w", what, err)
 	}
 	if err := w.Close(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return plumbing.ZeroHash, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := failpoint.Hit("gitstore.after-pack"); err != nil {
-		return err
-	}
-	for _, h := range loose {
-		if err := s.storage.DeleteLooseObject(h); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	for _, p := range merged {
-		if p.hash == written {
-			continue // the same objects, packed the same way: this is the new pack
-		}
-		// The .pack goes first: a .idx alone is ignored by go-git and git.
-		if err := s.storage.DeleteOldObjectPackAndIndex(p.hash, time.Time{}); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-	}
-	return nil
+	return written, nil
 }

@@ -282,7 +282,11 @@ func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
 
 // Rollback makes the work tree equal to revision rev and commits that as a
 // new commit with message msg; history is never rewritten. It returns the
-// new hash, or "" when the tree already equals rev.
+// new hash, or "" when the tree already equals rev. Like Commit, it first
+// applies the commits staged and flushes the journal. It writes the files
+// one by one: a crash in the middle leaves some of rev's files, which the
+// next start commits as they are (lifecycle.Env.Rollback goes through
+// Stage and Apply instead, and is all or nothing).
 //
 // It stops before changing anything when rev holds an entry it will not
 // write (an *EntryError: a symbolic link, a submodule, a file too large, a
@@ -291,7 +295,11 @@ func (s *Store) writeWork(p string, data []byte, mode filemode.FileMode) error {
 // nothing, so the error names the first such entry and the work tree is
 // left as it was.
 func (s *Store) Rollback(rev, msg string) (string, error) {
-	s.mu.Lock()
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.lockSettled(); err != nil {
+		return "", err
+	}
 	defer s.mu.Unlock()
 	if err := s.writable("rollback to " + rev); err != nil {
 		return "", err
@@ -358,11 +366,16 @@ func (s *Store) Rollback(rev, msg string) (string, error) {
 	return s.commit(msg)
 }
 
-// Tag makes an annotated tag name on the last commit. A tag of that name
+// Tag makes an annotated tag name on the last commit (after applying the
+// commits staged and flushing the journal, as Commit does). A tag of that name
 // must not exist yet. A name of only hex digits is allowed and resolves to
 // the tag, as in git, except one of 40, which is always a commit hash.
 func (s *Store) Tag(name, msg string) error {
-	s.mu.Lock()
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.lockSettled(); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	if err := s.writable("tag " + name); err != nil {
 		return err

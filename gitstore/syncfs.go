@@ -1,7 +1,6 @@
 package gitstore
 
 import (
-	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -9,6 +8,7 @@ import (
 	"github.com/go-git/go-billy/v5"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/barrier"
 )
 
 // syncFS is a billy filesystem for go-git's storage that makes what go-git
@@ -127,16 +127,5 @@ func (f *syncFile) Close() error {
 // so asking the billy.File for it silently synced nothing (a power cut
 // then left every loose object empty). A variable for the tests.
 var fsyncFile = func(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", path, err)
-	}
-	return nil
+	return barrier.Sync(barrier.Op{Path: path})
 }

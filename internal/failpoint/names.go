@@ -22,6 +22,16 @@ var Names = []string{
 	"gitstore.before-pack",
 	"gitstore.after-pack", // the new pack is durable; what it replaces is not yet deleted
 
+	// gitstore: the change path (Apply), in order: the temporary files are
+	// written, then the journal record; barrier 1; the renames (atomicfile's
+	// before-rename@N between them); barrier 2. Then a flush: the pack, the
+	// ref, the caches.
+	"gitstore.before-intent",
+	"gitstore.after-intent", // barrier 1 returned: the batch is durable, nothing is renamed
+	"gitstore.before-barrier-2",
+	"gitstore.flush-after-pack",
+	"gitstore.flush-after-ref",
+
 	// bootstrap: install, upgrade, stamp.
 	"bootstrap.after-dirs",
 	"bootstrap.after-defaults",

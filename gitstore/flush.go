@@ -1,0 +1,442 @@
+package gitstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+)
+
+// When Maintain flushes: after a quiet spell of flushDelay since the last
+// Apply, or at once when flushRecords records wait. Variables for the
+// tests.
+var (
+	flushDelay   = 20 * time.Millisecond
+	flushRecords = 128
+	// maxFlushedMem is how many bytes of objects already flushed the
+	// store keeps serving from memory before it opens a fresh view of
+	// the pack directory, which serves them from their pack.
+	maxFlushedMem = 8 << 20
+)
+
+// memObject is an object the store serves from memory: staged, in the
+// journal, or flushed to a pack that the store's view of the pack
+// directory does not hold yet.
+type memObject struct {
+	obj     plumbing.EncodedObject
+	flushed bool
+}
+
+// addMem keeps obj in memory unless the store has it already, and reports
+// whether it added it. The caller holds s.mu.
+func (s *Store) addMem(h plumbing.Hash, obj plumbing.EncodedObject) bool {
+	if _, ok := s.mem[h]; ok {
+		return false
+	}
+	if s.storage.HasEncodedObject(h) == nil {
+		return false
+	}
+	s.mem[h] = &memObject{obj: obj}
+	return true
+}
+
+// dropMem forgets objects of commits that will never be written. The
+// caller holds s.mu.
+func (s *Store) dropMem(hashes []plumbing.Hash) {
+	for _, h := range hashes {
+		delete(s.mem, h)
+	}
+}
+
+// setHead makes h what HEAD names to this process (the ref on disk follows
+// at the next flush). The caller holds s.mu, or is Open.
+func (s *Store) setHead(h plumbing.Hash) {
+	s.headHash = h
+	name := plumbing.ReferenceName(s.branch)
+	s.overlay[name] = plumbing.NewHashReference(name, h)
+	if len(s.staged) == 0 {
+		s.tip = h
+		s.tipTree = plumbing.ZeroHash
+		if !h.IsZero() {
+			if c, err := s.repo.CommitObject(h); err == nil {
+				s.tipTree = c.TreeHash
+			}
+		}
+	}
+}
+
+// kickMaintain tells a running Maintain that a record was appended.
+func (s *Store) kickMaintain() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Flush writes every commit of the journal to the repository, durably (a
+// pack of their objects, then the branch ref), then the index and the
+// stamp, and empties the journal. Maintain calls it off the change path;
+// Close, Commit, Rollback and Tag call it first. It first puts in place
+// the files of a batch Apply left unfinished; while it cannot, it flushes
+// nothing.
+func (s *Store) Flush() error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.flush()
+}
+
+// flush is Flush, for a caller that holds flushMu.
+func (s *Store) flush() error {
+	s.applyMu.Lock()
+	s.mu.Lock()
+	if s.jr == nil {
+		s.mu.Unlock()
+		s.applyMu.Unlock()
+		return nil
+	}
+	if u := s.unfinished; u != nil {
+		s.mu.Unlock()
+		err := s.finish(u)
+		s.mu.Lock()
+		if err != nil {
+			s.mu.Unlock()
+			s.applyMu.Unlock()
+			return err
+		}
+	}
+	if s.retiring == nil && len(s.records) > 0 {
+		s.retiring, s.records = s.records, nil
+		s.jr.rotate()
+	}
+	recs := s.retiring
+	s.mu.Unlock()
+	s.applyMu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := s.writeRecords(recs); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.retiring = nil
+	err := s.jr.emptyInactive()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.maybeRefresh()
+}
+
+// writeRecords writes the objects of recs as one pack, then the ref to
+// their last commit, durably, then the index and the stamp.
+func (s *Store) writeRecords(recs []*appliedRecord) error {
+	s.mu.Lock()
+	var objs []plumbing.EncodedObject
+	for _, r := range recs {
+		for _, h := range r.added {
+			if m, ok := s.mem[h]; ok && !m.flushed {
+				objs = append(objs, m.obj)
+			}
+		}
+	}
+	last := recs[len(recs)-1].rec
+	head := plumbing.ComputeHash(plumbing.CommitObject, last.Commits[len(last.Commits)-1].Object)
+	idx := s.indexSnapshot()
+	s.mu.Unlock()
+
+	if err := s.writeMemPack(objs); err != nil {
+		return err
+	}
+	if err := failpoint.Hit("gitstore.flush-after-pack"); err != nil {
+		return err
+	}
+	if cur, ok := s.readHash(filepath.Join(s.gitDir, filepath.FromSlash(s.branch))); !ok || cur != head {
+		if err := s.writeRef(s.branch, head); err != nil {
+			return err
+		}
+	}
+	if err := failpoint.Hit("gitstore.flush-after-ref"); err != nil {
+		return err
+	}
+	if err := s.writeCaches(head, idx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, r := range recs {
+		for _, h := range r.added {
+			if m, ok := s.mem[h]; ok && !m.flushed {
+				m.flushed = true
+				s.memFlushed += int(m.obj.Size())
+			}
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// writeMemPack writes objs as one pack, durably: go-git writes it
+// through syncFS (pack and index fsynced, then renamed, then their
+// directory fsynced). No delta search: these are a few changes' objects,
+// and packing merges them with deltas later.
+func (s *Store) writeMemPack(objs []plumbing.EncodedObject) error {
+	if len(objs) == 0 {
+		return nil
+	}
+	st := memory.NewStorage()
+	hashes := make([]plumbing.Hash, 0, len(objs))
+	for _, o := range objs {
+		if _, err := st.SetEncodedObject(o); err != nil {
+			return err
+		}
+		hashes = append(hashes, o.Hash())
+	}
+	slices.SortFunc(hashes, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	w, err := dotgit.New(syncFS{osfs.New(s.gitDir)}).NewObjectPack()
+	if err != nil {
+		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
+	}
+	if _, err := packfile.NewEncoder(w, st, false).Encode(hashes, 0); err != nil {
+		w.Close()
+		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// indexSnapshot returns the index the store keeps, encoded. The caller
+// holds s.mu.
+func (s *Store) indexSnapshot() []byte {
+	idx := &index.Index{Version: 2}
+	for _, e := range s.index {
+		idx.Entries = append(idx.Entries, e)
+	}
+	slices.SortFunc(idx.Entries, func(a, b *index.Entry) int { return strings.Compare(a.Name, b.Name) })
+	var buf bytes.Buffer
+	if err := index.NewEncoder(&buf).Encode(idx); err != nil {
+		return nil
+	}
+	s.indexDirty = false
+	return buf.Bytes()
+}
+
+// writeCaches writes the index (idx, when not nil) and then the stamp,
+// atomically and without fsync (see Open).
+func (s *Store) writeCaches(head plumbing.Hash, idx []byte) error {
+	stamp := head.String() + "\n"
+	var files []atomicfile.File
+	if idx != nil {
+		files = append(files, atomicfile.File{Path: filepath.Join(s.gitDir, "index"), Data: idx, Perm: 0o644, NoSync: true})
+		stamp += "index " + indexChecksum(idx) + "\n"
+	}
+	files = append(files, atomicfile.File{Path: filepath.Join(s.gitDir, stampFile), Data: []byte(stamp), Perm: 0o644, NoSync: true})
+	return atomicfile.WriteFiles(files...)
+}
+
+// indexChecksum returns the SHA-1 trailer of an encoded index, in hex.
+func indexChecksum(idx []byte) string {
+	if len(idx) < 20 {
+		return ""
+	}
+	return plumbing.Hash(idx[len(idx)-20:]).String()
+}
+
+// maybeRefresh opens a fresh view of the pack directory once the objects
+// served from memory that are in a pack already pass maxFlushedMem: the
+// new view is made and loads the packs' indexes with no lock held, and
+// replaces the old one under the lock.
+func (s *Store) maybeRefresh() error {
+	s.mu.Lock()
+	due := s.memFlushed > maxFlushedMem
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	st := newStorage(s.gitDir)
+	if _, err := st.ObjectPacks(); err != nil {
+		st.Close()
+		return err
+	}
+	_ = st.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.useStorage(st)
+}
+
+// useStorage makes st the store's view of the repository, forgets the
+// objects in memory that are in a pack, and closes the old view. The
+// caller holds s.mu.
+func (s *Store) useStorage(st *filesystem.Storage) error {
+	old := s.storage
+	if err := s.openRepo(st); err != nil {
+		return err
+	}
+	for h, m := range s.mem {
+		if m.flushed {
+			delete(s.mem, h)
+		}
+	}
+	s.memFlushed = 0
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// Maintain runs the store's housekeeping until ctx is done, off the
+// change path: it flushes the journal (Flush) after a quiet 20 ms since
+// the last Apply, or when 128 records wait, and then packs loose objects
+// and merges small packs, as Commit does when no Maintain runs. The pack
+// is written with no lock held. A failed step is logged and tried again
+// after the next Apply. Maintain returns nil when ctx is done, once the
+// step in progress has finished. Run one Maintain per Store.
+func (s *Store) Maintain(ctx context.Context) error {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	s.maintained.Add(1)
+	defer s.maintained.Add(-1)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.kick:
+		}
+		if !s.quiet(ctx) {
+			return nil
+		}
+		if err := s.Flush(); err != nil {
+			s.log.Warn("gitstore: flushing the journal failed; will retry", "repo", s.dir, "err", err)
+			continue
+		}
+		if err := s.housekeepPacks(); err != nil {
+			s.log.Warn("gitstore: packing failed; will retry", "repo", s.dir, "err", err)
+		}
+	}
+}
+
+// quiet waits for flushDelay without an Apply, or until flushRecords
+// records wait; false when ctx is done first.
+func (s *Store) quiet(ctx context.Context) bool {
+	t := time.NewTimer(flushDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-s.kick:
+			s.mu.Lock()
+			n := len(s.records)
+			s.mu.Unlock()
+			if n >= flushRecords {
+				return true
+			}
+			t.Reset(flushDelay)
+		}
+	}
+}
+
+// housekeepPacks packs the loose objects and merges the small packs when
+// together they pass PackThreshold objects, as maybePack does, but with
+// no lock held while it writes the pack.
+func (s *Store) housekeepPacks() error {
+	if s.opts.PackThreshold < 0 {
+		return nil
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	st := newStorage(s.gitDir)
+	defer func() {
+		if st != nil {
+			st.Close()
+		}
+	}()
+	var loose []plumbing.Hash
+	if err := st.ForEachObjectHash(func(h plumbing.Hash) error { loose = append(loose, h); return nil }); err != nil {
+		return err
+	}
+	packs, err := packsOf(s.gitDir, st)
+	if err != nil {
+		return err
+	}
+	small := len(loose)
+	for _, p := range packs {
+		if p.objects < s.opts.PackThreshold {
+			small += p.objects
+		}
+	}
+	if small <= s.opts.PackThreshold {
+		return nil
+	}
+	if err := failpoint.Hit("gitstore.before-pack"); err != nil {
+		return err
+	}
+	merged := rollup(packs, len(loose), s.opts.PackThreshold)
+	if len(loose) == 0 && len(merged) < 2 {
+		return nil
+	}
+	written, err := writePack(st, s.dir, loose, merged)
+	if err != nil {
+		return err
+	}
+	if err := failpoint.Hit("gitstore.after-pack"); err != nil {
+		return err
+	}
+	// The merged packs go, and the store sees the new one, under the
+	// lock: a view that still lists a deleted pack would look in it.
+	s.mu.Lock()
+	for _, p := range merged {
+		if p.hash != written {
+			if err := deletePack(s.gitDir, p.hash); err != nil {
+				s.mu.Unlock()
+				return err
+			}
+		}
+	}
+	fresh := newStorage(s.gitDir)
+	_ = fresh.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
+	err = s.useStorage(fresh)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, h := range loose {
+		if err := st.DeleteLooseObject(h); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	s.log.Info("gitstore: packed loose objects", "repo", s.dir, "loose", len(loose), "packs_merged", len(merged),
+		"packs", len(packs)-len(merged)+1)
+	return nil
+}
+
+// deletePack removes pack h and its index, the pack first: an index alone
+// is ignored by go-git and git, and removed by Open.
+func deletePack(gitDir string, h plumbing.Hash) error {
+	base := filepath.Join(gitDir, "objects", "pack", "pack-"+h.String())
+	for _, ext := range []string{".pack", ".idx"} {
+		if err := os.Remove(base + ext); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
