@@ -194,9 +194,12 @@ func (s *Store) apply() (err error, flush bool) {
 			return fail(err)
 		}
 		dirs = append(dirs, made...)
-		// The temporary files go in .git, where Open removes those a crash
-		// left, without walking the work tree.
-		writes = append(writes, atomicfile.File{Path: abs, Data: f.data, Perm: f.perm, TempDir: s.gitDir})
+		// The temporary file goes beside its target, so that a directory
+		// the server may not write fails the change here, before it is
+		// durable, not at the rename. One a crash leaves is skipped by
+		// Commit and Dirty, and removed by recovery.Run (or
+		// atomicfile.CleanTemps).
+		writes = append(writes, atomicfile.File{Path: abs, Data: f.data, Perm: f.perm})
 	}
 	b, err := atomicfile.Prepare(writes...)
 	if err != nil {
@@ -247,7 +250,7 @@ func (s *Store) apply() (err error, flush bool) {
 	defer s.mu.Unlock()
 	if err != nil {
 		ue := &UnfinishedError{Commit: last.hash.String(), Err: err}
-		s.unfinished = &unfinishedBatch{files: files, err: ue}
+		s.unfinished = &unfinishedBatch{files: files, err: ue, batch: batch}
 		for _, c := range batch {
 			c.state, c.err = stagedDurable, ue
 		}
@@ -284,6 +287,7 @@ func addedOf(batch []*Staged) []plumbing.Hash {
 type unfinishedBatch struct {
 	files []workFile
 	err   *UnfinishedError
+	batch []*Staged
 }
 
 // finish puts the files of a durable batch in place, as Open would.
@@ -294,6 +298,9 @@ func (s *Store) finish(u *unfinishedBatch) error {
 	s.mu.Lock()
 	s.unfinished = nil
 	s.indexFiles(u.files)
+	for _, c := range u.batch {
+		c.state, c.err = stagedApplied, nil // in place now
+	}
 	s.mu.Unlock()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -136,6 +138,9 @@ func TestCrashApplyLoop(t *testing.T) {
 		}
 		what := fmt.Sprintf("kill %d (%s), seed %d", i, env, seed)
 
+		// As recovery.Run does at a start: the temporary files of the
+		// work tree a kill left go (gitstore removes those in .git).
+		cleanWorkTemps(t, dir)
 		s, err := gitstore.Open(dir, &gitstore.Options{HoldsLock: true})
 		require.NoError(t, err, what)
 		head, err := s.Head()
@@ -220,4 +225,22 @@ func runApplyUntilKilled(t *testing.T, dir, env string, rng *rand.Rand) ([]strin
 	ws := ee.Sys().(syscall.WaitStatus)
 	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "child exit: %v (failpoint %q)", err, env)
 	return acked, env != "" && !killed && deadline.Stop()
+}
+
+// cleanWorkTemps removes the temporary files of interrupted writes from
+// the work tree of dir, as recovery.Run does.
+func cleanWorkTemps(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			_, err = atomicfile.CleanTemps(p)
+		}
+		return err
+	}))
 }

@@ -166,7 +166,7 @@ func (s *Store) writeRecords(recs []*appliedRecord) error {
 	if err := failpoint.Hit("gitstore.flush-after-pack"); err != nil {
 		return err
 	}
-	if cur, ok := s.readHash(filepath.Join(s.gitDir, filepath.FromSlash(s.branch))); !ok || cur != head {
+	if cur, err := os.ReadFile(filepath.Join(s.gitDir, filepath.FromSlash(s.branch))); err != nil || string(cur) != head.String()+"\n" {
 		if err := s.writeRef(s.branch, head); err != nil {
 			return err
 		}
@@ -301,9 +301,10 @@ func (s *Store) useStorage(st *filesystem.Storage) error {
 }
 
 // Maintain runs the store's housekeeping until ctx is done, off the
-// change path: it flushes the journal (Flush) after a quiet 20 ms since
-// the last Apply, or when 128 records wait, and then packs loose objects
-// and merges small packs, as Commit does when no Maintain runs. The pack
+// change path: it packs loose objects and merges small packs when they
+// pass PackThreshold (as Commit does when no Maintain runs), at the first
+// Apply and after each flush; and it flushes the journal (Flush) after a
+// quiet 20 ms since the last Apply, or when 128 records wait. The pack
 // is written with no lock held. A failed step is logged and tried again
 // after the next Apply. Maintain returns nil when ctx is done, once the
 // step in progress has finished. Run one Maintain per Store.
@@ -313,11 +314,21 @@ func (s *Store) Maintain(ctx context.Context) error {
 	}
 	s.maintained.Add(1)
 	defer s.maintained.Add(-1)
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-s.kick:
+		}
+		if first {
+			// A repository left needing packing (loose objects from
+			// Commit) is packed at the first change, beside it: not at
+			// Open, whose count of loose objects would slow every start.
+			first = false
+			if err := s.housekeepPacks(); err != nil {
+				s.log.Warn("gitstore: packing failed; will retry", "repo", s.dir, "err", err)
+			}
 		}
 		if !s.quiet(ctx) {
 			return nil

@@ -23,7 +23,9 @@
 //
 // Open takes the journal back (its commits' files put in place when a
 // crash came between Apply's barriers, its commits written to the
-// repository) and repairs what older writers or other tools left: an
+// repository; the temporary files an interrupted Apply left beside the
+// files of the work tree are for recovery.Run or atomicfile.CleanTemps to
+// remove, and Commit and Dirty skip them) and repairs what older writers or other tools left: an
 // empty or garbage ref (from the stamp), an unreadable or stale index
 // (rebuilt from HEAD) and, when the caller holds the home lock, the
 // temporary files of interrupted writes, stale *.lock files, the index of

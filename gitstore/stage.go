@@ -68,8 +68,9 @@ func (c *Staged) Hash() string { return c.hash.String() }
 // Result reports whether Apply has finished with the commit and how:
 // done is false while it waits for an Apply; then err is nil when the
 // commit is durable and its files in place, an *UnfinishedError when it is
-// durable but its files are not all in place yet, and otherwise the error
-// that dropped it, unwritten.
+// durable but its files are not all in place yet (nil again once a later
+// Apply or Flush has put them in place), and otherwise the error that
+// dropped it, unwritten.
 func (c *Staged) Result() (done bool, err error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
