@@ -14,6 +14,12 @@
 // One writer does not mean one client: a Run that finds the home locked
 // attaches to the writer over a unix socket and serves its client through
 // it, and when the writer goes an attached process takes over (see Run).
-// lifecycle does not make a server's own tool handlers correct: changes
-// must go through Env.Update to be durable and all-or-nothing.
+// It runs gitstore's housekeeping (Maintain) beside the server.
+//
+// Env.Update is how a server changes config: a function run with a
+// transaction (Tx), whose writes are committed together, durably, or not
+// at all; concurrent transactions, from every session and every attached
+// client, share their fsyncs. lifecycle does not make a server's own tool
+// handlers correct: changes must go through Env.Update to be durable and
+// all-or-nothing.
 package lifecycle

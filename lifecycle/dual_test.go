@@ -38,14 +38,13 @@ func kvServer(env *lifecycle.Env) (*mcp.Server, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "kv", Version: "v0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "set", Description: "set a key"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in setArgs) (*mcp.CallToolResult, setOut, error) {
-			path := filepath.Join(env.ConfigDir, kvFile)
-			hash, err := env.Update(ctx, "set "+in.Key, []string{kvFile}, func() error {
+			hash, err := env.Update(ctx, "set "+in.Key, func(tx *lifecycle.Tx) error {
 				kv := map[string]string{}
-				if err := atomicfile.ReadYAMLStrict(path, &kv); err != nil {
+				if err := tx.ReadYAMLStrict(kvFile, &kv); err != nil {
 					return err
 				}
 				kv[in.Key] = in.Value
-				return atomicfile.WriteYAML(path, kv, 0)
+				return tx.WriteYAML(kvFile, kv)
 			})
 			return nil, setOut{Commit: hash}, err
 		})

@@ -26,7 +26,9 @@ import (
 // An Env can also be made outside a Harness, as a struct literal with Home,
 // ConfigDir, Store and Logger, for a program that takes the home's lock
 // itself or, like a benchmark's reference server, none: Update, Commit,
-// Rollback and Files work the same, and State has only Home.
+// Rollback and Files work the same, and State has only Home. The Store
+// then writes its journal to the repository when it is closed (a Harness
+// runs gitstore's Maintain beside the server, which does it as it goes).
 type Env struct {
 	Home      string           // absolute home directory
 	ConfigDir string           // <home>/config, a git repository
@@ -38,111 +40,267 @@ type Env struct {
 	// atomicfile.DefaultMaxSize): Options.MaxFileSize.
 	MaxFileSize int64
 
-	mu sync.Mutex // one update at a time: the home has one writer
-	// unclosed closes the checkpoint of a failed Update that could not be
-	// closed (its rollback or its Done failed); see settle.
-	unclosed func() error
-	state    func() statefile.State         // nil outside a Harness
-	route    func(*mcp.ServerSession) Route // nil outside a Harness
+	once sync.Once
+	turn chan struct{} // held while a transaction's function runs and its commit is staged
+	mu   sync.Mutex    // guards the fields below
+	// waiting are the transactions staged and not yet answered, in turn
+	// order; committing is set while one of their callers applies them.
+	waiting    []*member
+	committing bool
+	// pending holds, for each path a waiting transaction wrote, what the
+	// last of them staged, so that later transactions read it.
+	pending map[string]pendingWrite
+	state   func() statefile.State         // nil outside a Harness
+	route   func(*mcp.ServerSession) Route // nil outside a Harness
 }
 
-// Update makes one durable, all-or-nothing change to config files. It
-// begins a checkpoint holding the pre-images of paths (relative to
-// ConfigDir), runs write, commits every change in the config repository with
-// message msg, and ends the checkpoint. It returns the new commit hash, or ""
-// when write changed nothing. If write or the commit fails, the files are
-// put back as they were and the error is returned; if the process dies
-// instead, the next start's recovery puts them back. If even putting them
-// back fails (a disk error), every later Update and Commit first retries
-// it, and fails until it succeeds: the open checkpoint would otherwise roll
-// back their changes at the next start. Updates are serialized. write
-// should replace files with atomicfile.
-func (e *Env) Update(ctx context.Context, msg string, paths []string, write func() error) (string, error) {
+// member is a transaction waiting to be answered.
+type member struct {
+	staged *gitstore.Staged
+	lead   chan struct{} // the caller is to apply the waiting commits
+	done   chan struct{} // err is set
+	err    error
+}
+
+// pendingWrite is a path as a waiting transaction left it.
+type pendingWrite struct {
+	staged  *gitstore.Staged
+	data    []byte
+	removed bool
+}
+
+func (e *Env) init() {
+	e.once.Do(func() {
+		e.turn = make(chan struct{}, 1)
+		e.pending = map[string]pendingWrite{}
+	})
+}
+
+// Update makes one durable, all-or-nothing change to config files: it runs
+// fn with a transaction, and when fn returns nil commits exactly the files
+// fn wrote and removed through it, with message msg, and returns the new
+// commit's hash ("" when fn changed nothing). It returns once the change
+// is durable, its files are in place and its commit is in the history.
+//
+// Transactions take turns: fn runs when the last transaction's function
+// has returned, and sees its writes, so fn may choose what to write from
+// what it reads without a lock of its own. Their commits are made
+// durable together (a batch shares its fsyncs), each its own commit with
+// its own message, in turn order. If fn returns an error or panics,
+// nothing was written: Update returns the error, or the panic continues
+// once the turn is given up. A path that is empty, not clean, outside
+// ConfigDir or in .git is refused by the Tx method given it (ErrBadPath).
+// A disk error is returned naming the files and what to do; a change that
+// reached the disk but whose files could not all be put in place is
+// returned with its hash and an error saying the next change, or the next
+// start, finishes it. fn must not call Update, Commit or Rollback: they
+// wait for fn's turn to end.
+func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (string, error) {
+	switch {
+	case ctx == nil:
+		return "", fmt.Errorf("lifecycle: Update(nil, %q, fn): pass a context, such as context.Background()", msg)
+	case fn == nil:
+		return "", fmt.Errorf("lifecycle: Update(ctx, %q, nil): fn is nil; pass the function that makes the change", msg)
+	case strings.TrimSpace(msg) == "":
+		return "", errors.New("lifecycle: Update(ctx, \"\", fn): msg is empty; give the change a commit message")
+	case e.Store == nil || e.ConfigDir == "":
+		return "", errors.New("lifecycle: Update on an Env without a Store or ConfigDir: make it with a Harness or OpenHome, or set both")
+	}
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.update(msg, paths, write)
+	e.init()
+	select {
+	case e.turn <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	m, paths, err := e.prepare(msg, fn)
+	if err != nil {
+		return "", e.failed(msg, paths, "unchanged", err)
+	}
+	if m == nil {
+		return "", nil
+	}
+	if err := e.wait(m); err != nil {
+		var ue *gitstore.UnfinishedError
+		if errors.As(err, &ue) {
+			return m.staged.Hash(), withRemedy(fmt.Errorf("lifecycle: %q is committed as %s, but: %w", msg, ue.Commit, err), e.Home)
+		}
+		return "", e.failed(msg, paths, "unchanged", err)
+	}
+	return m.staged.Hash(), nil
 }
 
-// update is Update, for a caller that holds e.mu.
-func (e *Env) update(msg string, paths []string, write func() error) (string, error) {
+// prepare runs fn with a transaction and stages its commit, holding the
+// turn, which it gives up when it returns or fn panics. It returns the
+// waiting member, or nil when fn changed nothing, and the absolute paths
+// fn wrote.
+func (e *Env) prepare(msg string, fn func(tx *Tx) error) (*member, []string, error) {
+	defer func() { <-e.turn }()
+	tx := &Tx{env: e, writes: map[string]*txWrite{}}
+	defer func() { tx.closed = true }()
+	if err := fn(tx); err != nil {
+		return nil, nil, err
+	}
+	changes, paths := tx.changes()
 	abs := make([]string, len(paths))
 	for i, p := range paths {
-		if filepath.IsAbs(p) {
-			return "", fmt.Errorf("lifecycle: update path %q must be relative to %s", p, e.ConfigDir)
-		}
-		abs[i] = filepath.Join(e.ConfigDir, filepath.FromSlash(p))
+		abs[i] = e.abs(p)
 	}
-	if err := e.settle(); err != nil {
-		return "", e.failed(msg, abs, "unchanged", err)
+	if len(changes) == 0 {
+		return nil, abs, nil
 	}
-	cp, err := recovery.Begin(e.Home, msg, abs...)
+	staged, err := e.Store.Stage(msg, changes)
 	if err != nil {
-		return "", e.failed(msg, abs, "unchanged", err)
-	}
-	hash, err := e.writeAndCommit(msg, write)
-	if err != nil {
-		if rerr := cp.Rollback(); rerr != nil {
-			e.unclosed = cp.Rollback
-			return "", e.failed(msg, abs, "not yet put back (the next update, or the next start, puts it back)",
-				errors.Join(err, fmt.Errorf("roll back %q: %w", msg, rerr)))
+		if errors.Is(err, gitstore.ErrBadPath) {
+			err = fmt.Errorf("lifecycle: %q was not made: %w", msg, err)
 		}
-		return "", e.failed(msg, abs, "unchanged", err)
+		return nil, abs, err
 	}
-	if err := cp.Done(); err != nil {
-		// The commit is durable; a leftover checkpoint would roll it back
-		// at the next start, so report the failure loudly, and close it
-		// before any other change.
-		e.unclosed = cp.Done
-		return hash, withRemedy(fmt.Errorf("lifecycle: %q committed as %s but its checkpoint could not be closed: %w", msg, hash, err), e.Home)
+	if staged == nil {
+		return nil, abs, nil
 	}
-	return hash, nil
+	m := &member{staged: staged, lead: make(chan struct{}, 1), done: make(chan struct{})}
+	e.mu.Lock()
+	for _, c := range changes {
+		e.pending[c.Path] = pendingWrite{staged: staged, data: c.Data, removed: c.Remove}
+	}
+	e.waiting = append(e.waiting, m)
+	e.mu.Unlock()
+	return m, abs, nil
 }
+
+// wait returns when m's commit is durable and its files in place, or has
+// failed. The first caller to find no batch being applied applies every
+// waiting commit (gitstore.Store.Apply), answers those it applied, and
+// hands the work to one still waiting.
+func (e *Env) wait(m *member) error {
+	e.mu.Lock()
+	lead := !e.committing
+	e.committing = true
+	e.mu.Unlock()
+	if !lead {
+		select {
+		case <-m.done:
+			return m.err
+		case <-m.lead:
+		}
+	}
+	for {
+		if beforeApply != nil {
+			beforeApply()
+		}
+		_ = e.Store.Apply() // each commit's result is on its Staged
+		e.mu.Lock()
+		e.answer()
+		select {
+		case <-m.done:
+			if len(e.waiting) > 0 {
+				e.waiting[0].lead <- struct{}{}
+			} else {
+				e.committing = false
+			}
+			e.mu.Unlock()
+			return m.err
+		default:
+		}
+		e.mu.Unlock()
+	}
+}
+
+// beforeApply, when set, runs before each Apply of wait (tests).
+var beforeApply func()
+
+// answer answers every waiting transaction whose commit Apply is done
+// with, and forgets what they staged. The caller holds e.mu.
+func (e *Env) answer() {
+	keep := e.waiting[:0]
+	for _, w := range e.waiting {
+		done, err := w.staged.Result()
+		if !done {
+			keep = append(keep, w)
+			continue
+		}
+		w.err = err
+		close(w.done)
+	}
+	clear(e.waiting[len(keep):])
+	e.waiting = keep
+	for p, w := range e.pending {
+		if inPlace(w.staged) {
+			delete(e.pending, p)
+		}
+	}
+}
+
+// inPlace reports whether the files of c's commit are on disk, or never
+// will be: it is done with, and not durable with its files still to be
+// put in place (those are read from pending until they are).
+func inPlace(c *gitstore.Staged) bool {
+	done, err := c.Result()
+	var ue *gitstore.UnfinishedError
+	return done && !errors.As(err, &ue)
+}
+
+// staged returns what a waiting transaction staged for rel, if one did.
+func (e *Env) staged(rel string) (data []byte, removed, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := e.pending[rel]
+	if ok && inPlace(w.staged) {
+		return nil, false, false // on disk now (or dropped)
+	}
+	return w.data, w.removed, ok
+}
+
+// stagedPaths returns the paths waiting transactions wrote (false) or
+// removed (true).
+func (e *Env) stagedPaths() map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]bool, len(e.pending))
+	for p, w := range e.pending {
+		if !inPlace(w.staged) {
+			out[p] = w.removed
+		}
+	}
+	return out
+}
+
+// abs returns the absolute path of rel, a checked config path.
+func (e *Env) abs(rel string) string { return filepath.Join(e.ConfigDir, filepath.FromSlash(rel)) }
 
 // failed describes an update that did not happen: what it was, the files
 // it touched and what became of them, and, for a disk or permission error,
 // what to do about it.
 func (e *Env) failed(msg string, files []string, fate string, err error) error {
 	if r := remedy(err, e.Home); r != "" {
-		return &explained{prefix: fmt.Sprintf("%s failed, %s %s; %s", msg, strings.Join(files, ", "), fate, r), err: err}
+		what := "nothing was changed"
+		if len(files) > 0 {
+			what = strings.Join(files, ", ") + " " + fate
+		}
+		return &explained{prefix: fmt.Sprintf("%s failed, %s; %s", msg, what, r), err: err}
 	}
 	return err
 }
 
-// settle closes the checkpoint a failed Update left open, retrying the
-// rollback or the Done that failed. Until it is closed no other change may
-// be made: the next start rolls back every open checkpoint, and would take
-// the later changes with it.
-func (e *Env) settle() error {
-	if e.unclosed == nil {
-		return nil
-	}
-	if err := e.unclosed(); err != nil {
-		return fmt.Errorf("lifecycle: a failed earlier update left its checkpoint open and it still cannot be closed, so no other change is made until it is: %w", err)
-	}
-	e.unclosed = nil
-	return nil
-}
-
-func (e *Env) writeAndCommit(msg string, write func() error) (string, error) {
-	if err := write(); err != nil {
-		return "", err
-	}
-	return e.Store.Commit(msg)
-}
-
 // Commit commits every uncommitted change in the config repository, such as
 // edits made by hand while the server runs, and returns the new hash or ""
-// when there was nothing to commit. It waits for any Update in progress.
+// when there was nothing to commit. It waits for the transaction whose
+// function runs, and applies those waiting first.
 func (e *Env) Commit(msg string) (string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err := e.settle(); err != nil {
+	if e.Store == nil {
+		return "", errors.New("lifecycle: Commit on an Env without a Store: make it with a Harness or OpenHome")
+	}
+	e.init()
+	e.turn <- struct{}{}
+	defer func() { <-e.turn }()
+	hash, err := e.Store.Commit(msg)
+	if err != nil {
 		return "", withRemedy(err, e.Home)
 	}
-	return e.Store.Commit(msg)
+	return hash, nil
 }
 
 // State returns a copy of the server's current state record without its
@@ -157,45 +315,56 @@ func (e *Env) State() statefile.State {
 }
 
 // Rollback makes the config equal to revision rev as a new commit (history
-// is never rewritten) and returns its hash, or "" when the tree already
-// equals rev. Like Update it is all-or-nothing across a crash: the files of
-// the work tree and of rev are checkpointed first, so that a file rev
-// brings back is removed again if the rollback does not finish.
-//
-// The files are listed, and rev resolved to a commit, under the same lock
-// as the rollback itself: a relative rev (HEAD~1) must name the same commit
-// for the checkpoint as for the rollback, whatever else the server does.
+// is never rewritten) and returns its hash, or "" when the files already
+// equal rev. It is a transaction like Update's: every file of rev's tree
+// is written with its bytes there, every file of HEAD's tree that rev
+// lacks is removed, all or nothing across a crash; files never committed
+// are left alone. rev is resolved in the transaction's turn, with every
+// change before it applied: HEAD~1 names the commit before the last.
 func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
-	if err := ctx.Err(); err != nil {
-		return "", err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	target, err := e.Store.Resolve(rev)
-	if err != nil {
-		return "", err
-	}
-	files, err := configFiles(e.ConfigDir)
-	if err != nil {
-		return "", err
-	}
-	atRev, err := e.Store.FilesAt(target)
-	if err != nil {
-		return "", err
-	}
-	for _, f := range atRev {
-		if !slices.Contains(files, f) {
-			files = append(files, f)
+	return e.Update(ctx, "rollback to "+rev, func(tx *Tx) error {
+		// The commits staged before this turn, applied: HEAD is the last.
+		if err := e.Store.Apply(); err != nil {
+			return err
 		}
-	}
-	msg := "rollback to " + rev
-	var hash string
-	_, err = e.update(msg, files, func() error {
-		var err error
-		hash, err = e.Store.Rollback(target, msg)
-		return err
+		target, err := e.Store.Resolve(rev)
+		if err != nil {
+			return err
+		}
+		want, err := e.Store.FilesAt(target)
+		if err != nil {
+			return err
+		}
+		var have []string
+		if head, err := e.Store.Head(); err != nil {
+			return err
+		} else if head != "" {
+			if have, err = e.Store.FilesAt(head); err != nil {
+				return err
+			}
+		}
+		for _, f := range want {
+			data, err := e.Store.ReadAt(target, f)
+			if err != nil {
+				return err
+			}
+			if cur, err := tx.ReadFile(f); err == nil && string(cur) == string(data) {
+				continue
+			}
+			if err := tx.WriteFile(f, data); err != nil {
+				return err
+			}
+		}
+		for _, f := range have {
+			if slices.Contains(want, f) {
+				continue
+			}
+			if err := tx.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
 	})
-	return hash, err
 }
 
 // configFiles lists the regular files of the config work tree, relative to

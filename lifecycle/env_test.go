@@ -36,15 +36,15 @@ func TestEnvOutsideHarness(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a.yaml"}, files)
 
-	hash, err := env.Update(t.Context(), "a: 2", []string{"a.yaml"}, func() error {
-		return atomicfile.WriteFile(path, []byte("a: 2\n"), 0o600)
+	hash, err := env.Update(t.Context(), "a: 2", func(tx *lifecycle.Tx) error {
+		return tx.WriteFile("a.yaml", []byte("a: 2\n"))
 	})
 	require.NoError(t, err)
 	assert.NotEmpty(t, hash)
 
 	boom := errors.New("boom")
-	_, err = env.Update(t.Context(), "a: 3", []string{"a.yaml"}, func() error {
-		if err := atomicfile.WriteFile(path, []byte("a: 3\n"), 0o600); err != nil {
+	_, err = env.Update(t.Context(), "a: 3", func(tx *lifecycle.Tx) error {
+		if err := tx.WriteFile("a.yaml", []byte("a: 3\n")); err != nil {
 			return err
 		}
 		return boom
@@ -52,7 +52,7 @@ func TestEnvOutsideHarness(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, "a: 2\n", string(data), "a failed update is rolled back")
+	assert.Equal(t, "a: 2\n", string(data), "a failed update writes nothing")
 	head, err := store.Head()
 	require.NoError(t, err)
 	assert.Equal(t, hash, head)

@@ -39,6 +39,54 @@ func ExampleTryLock() {
 	// <nil>
 }
 
+// A change is a function the toolkit runs with a transaction: it reads and
+// writes config files by paths relative to ConfigDir, and Update commits
+// exactly those files, durably, or nothing at all. Here a notes tool adds a
+// note file named after the notes it finds; no lock of its own is needed,
+// since transactions take turns.
+func ExampleEnv_Update() {
+	home, _ := os.MkdirTemp("", "notes")
+	defer os.RemoveAll(home)
+	if _, err := bootstrap.Ensure(context.Background(), bootstrap.Spec{Home: home, Schema: 1,
+		Defaults: fstest.MapFS{"notes/0.yaml": {Data: []byte("text: first\n")}}}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	env, closeEnv, err := lifecycle.OpenHome(home, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer closeEnv()
+
+	hash, err := env.Update(context.Background(), "add a note", func(tx *lifecycle.Tx) error {
+		notes, err := tx.List("notes")
+		if err != nil {
+			return err
+		}
+		return tx.WriteYAML(fmt.Sprintf("notes/%d.yaml", len(notes)), map[string]string{"text": "second"})
+	})
+	fmt.Println(len(hash), err)
+
+	_, err = env.Update(context.Background(), "escape", func(tx *lifecycle.Tx) error {
+		return tx.WriteFile("../outside.yaml", []byte("x: 1\n"))
+	})
+	fmt.Println(errors.Is(err, lifecycle.ErrBadPath))
+
+	history, _ := env.Store.History("", 0)
+	for _, c := range history {
+		fmt.Println(c.Message)
+	}
+	files, _ := env.Files()
+	fmt.Println(files)
+	// Output:
+	// 40 <nil>
+	// true
+	// add a note
+	// install: schema 1
+	// [notes/0.yaml notes/1.yaml]
+}
+
 // A server on the harness: a home with one default file, one MCP server,
 // stdio by default. Run blocks until the client goes away or a signal comes.
 func ExampleHarness() {
@@ -47,7 +95,7 @@ func ExampleHarness() {
 		Spec: bootstrap.Spec{Schema: 1, Defaults: fstest.MapFS{"notes.yaml": {Data: []byte("notes: []\n")}}},
 		NewServer: func(env *lifecycle.Env) (*mcp.Server, error) {
 			s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v0.1.0"}, nil)
-			// add tools; change files only inside env.Update(ctx, msg, paths, write)
+			// add tools; change files only through env.Update(ctx, msg, func(tx *lifecycle.Tx) error {...})
 			return s, nil
 		},
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),

@@ -70,9 +70,9 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // TestRollbackKilledAnywhere: a rollback to a revision that has a file the
 // work tree lacks, killed at any point, leaves after the next start's
 // recovery either the tree as it was or the tree of the revision, never a
-// mix (a rollback once checkpointed only the current files, so a kill left
-// the file it brought back beside the current values, and recovery
-// committed that).
+// mix, in the files and in HEAD (a rollback once checkpointed only the
+// current files, so a kill left the file it brought back beside the
+// current values, and recovery committed that).
 func TestRollbackKilledAnywhere(t *testing.T) {
 	// The template: a.yaml = 0, then sub/t.yaml added (the target), then
 	// a.yaml = x and sub/t.yaml removed (the tree a rollback starts from).
@@ -82,25 +82,27 @@ func TestRollbackKilledAnywhere(t *testing.T) {
 	require.NoError(t, err)
 	env, closeEnv, err := lifecycle.OpenHome(tmpl, nil)
 	require.NoError(t, err)
-	sub := filepath.Join(env.ConfigDir, "sub", "t.yaml")
-	target, err := env.Update(t.Context(), "add t", []string{"sub/t.yaml"}, func() error {
-		require.NoError(t, os.MkdirAll(filepath.Dir(sub), 0o700))
-		return os.WriteFile(sub, []byte("t: 1\n"), 0o600)
+	target, err := env.Update(t.Context(), "add t", func(tx *lifecycle.Tx) error {
+		return tx.WriteFile("sub/t.yaml", []byte("t: 1\n"))
 	})
 	require.NoError(t, err)
 	want := map[string]map[string]string{"target": snapshot(t, env.ConfigDir)}
-	_, err = env.Update(t.Context(), "a = x, no t", []string{"a.yaml", "sub/t.yaml"}, func() error {
-		require.NoError(t, os.Remove(sub))
-		return os.WriteFile(filepath.Join(env.ConfigDir, "a.yaml"), []byte("a: x\n"), 0o600)
+	_, err = env.Update(t.Context(), "a = x, no t", func(tx *lifecycle.Tx) error {
+		if err := tx.Remove("sub/t.yaml"); err != nil {
+			return err
+		}
+		return tx.WriteFile("a.yaml", []byte("a: x\n"))
 	})
 	require.NoError(t, err)
 	want["before"] = snapshot(t, env.ConfigDir)
 	require.NoError(t, closeEnv())
 	require.NotEqual(t, want["before"], want["target"])
 
-	arms := []string{"recovery.begin-after-preimage=kill", "gitstore.before-objects=kill",
-		"gitstore.before-ref=kill", "recovery.before-done=kill"}
-	for n := 1; n <= 12; n++ {
+	// Every point of the change path, and of the flush at the close.
+	arms := []string{"gitstore.before-intent=kill", "gitstore.after-intent=kill", "gitstore.before-barrier-2=kill",
+		"gitstore.flush-after-pack=kill", "gitstore.flush-after-ref=kill", "atomicfile.before-fsync=kill",
+		"atomicfile.before-dir-fsync=kill", "atomicfile.before-dir-fsync=kill@2"}
+	for n := 1; n <= 3; n++ {
 		arms = append(arms, fmt.Sprintf("atomicfile.before-rename=kill@%d", n))
 	}
 	killed := 0
@@ -130,10 +132,13 @@ func TestRollbackKilledAnywhere(t *testing.T) {
 			_, err = recovery.Run(t.Context(), recovery.Options{Home: home})
 			require.NoError(t, err)
 			got := snapshot(t, filepath.Join(home, "config"))
+			msg := gitCLI(t, filepath.Join(home, "config"), "log", "-1", "--format=%s")
 			if got["a.yaml"] == want["target"]["a.yaml"] {
 				assert.Equal(t, want["target"], got, "rolled back, whole")
+				assert.Equal(t, "rollback to "+target+"\n", msg)
 			} else {
 				assert.Equal(t, want["before"], got, "not rolled back, whole")
+				assert.Equal(t, "a = x, no t\n", msg)
 			}
 			status, err := exec.Command("git", "-C", filepath.Join(home, "config"), "status", "--porcelain").Output()
 			require.NoError(t, err)

@@ -120,6 +120,12 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 	w.attached, w.changes = attached, make(chan struct{}, 1)
 
 	var g sync.WaitGroup
+	// The config repository's housekeeping, off the change path: it
+	// writes the journal to the repository and packs (gitstore). It runs
+	// until the calls of every client have been answered.
+	maintainCtx, stopMaintain := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMaintain()
+	g.Go(func() { w.env.Store.Maintain(maintainCtx) })
 	var once sync.Once
 	started := func() {
 		once.Do(func() {
@@ -182,6 +188,7 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 		log.Warn("handover: calls of attached clients still ran at ShutdownTimeout; their answers are lost", "err", err)
 	}
 	stop()
+	stopMaintain()
 	g.Wait()
 	if ownErr != nil && !errors.Is(ownErr, attach.ErrWriterGone) {
 		serveErr = errors.Join(serveErr, ownErr)

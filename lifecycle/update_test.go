@@ -3,31 +3,35 @@ package lifecycle_test
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/barrier"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/recovery"
 )
 
-// openUpdateHome installs a home with config/a.yaml = "a: 0" and opens it
-// for Env.Update.
+// openUpdateHome installs a home with config/a.yaml = "a: 0" (and
+// d/b.yaml) and opens it for Env.Update.
 func openUpdateHome(t *testing.T) (*lifecycle.Env, string, func() error) {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{Home: home, Schema: 1,
-		Defaults: fstest.MapFS{"a.yaml": {Data: []byte("a: 0\n")}}})
+		Defaults: fstest.MapFS{"a.yaml": {Data: []byte("a: 0\n")}, "d/b.yaml": {Data: []byte("b: 0\n")}}})
 	require.NoError(t, err)
 	env, closeEnv, err := lifecycle.OpenHome(home, nil)
 	require.NoError(t, err)
@@ -35,8 +39,177 @@ func openUpdateHome(t *testing.T) (*lifecycle.Env, string, func() error) {
 	return env, filepath.Join(env.ConfigDir, "a.yaml"), closeEnv
 }
 
-func writeA(path, value string) func() error {
-	return func() error { return atomicfile.WriteFile(path, []byte("a: "+value+"\n"), 0) }
+func writeA(value string) func(*lifecycle.Tx) error {
+	return func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml", []byte("a: "+value+"\n")) }
+}
+
+func readString(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "<none>"
+	}
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestUpdateMisuse: every misuse a newcomer can make of Update and Tx is
+// an error from the call they made, naming what to fix; none panics,
+// none leaves a checkpoint, none writes or commits anything, and none
+// commits a file the transaction did not write.
+func TestUpdateMisuse(t *testing.T) {
+	var escaped *lifecycle.Tx
+	var configDir string // of the subtest's home
+	for _, tc := range []struct {
+		name    string
+		ctxNil  bool
+		msg     string
+		fn      func(*lifecycle.Tx) error
+		badPath bool   // the error matches ErrBadPath
+		says    string // the error says this
+	}{
+		{name: "nil fn", msg: "m", says: "fn is nil"},
+		{name: "nil ctx", ctxNil: true, msg: "m", fn: writeA("1"), says: "pass a context"},
+		{name: "empty message", msg: " ", fn: writeA("1"), says: "msg is empty"},
+		{name: "empty path", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("", []byte("x")) },
+			badPath: true, says: `tx.WriteFile(""): the path is empty`},
+		{name: "outside ConfigDir", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("../notes.yaml", []byte("x")) },
+			badPath: true, says: `tx.WriteFile("../notes.yaml"): the path leaves ConfigDir`},
+		{name: ".git/config", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile(".git/config", []byte("x")) },
+			badPath: true, says: "inside .git"},
+		{name: ".GIT in a subdirectory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("d/.GIT/hooks", []byte("x")) },
+			badPath: true, says: "inside .git"},
+		{name: "absolute", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("/etc/passwd", []byte("x")) },
+			badPath: true, says: "absolute"},
+		{name: "not clean", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("d/../a.yaml", []byte("x")) },
+			badPath: true, says: `write it "a.yaml"`},
+		{name: "temporary name", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile(".a.yaml.mcpkeep-tmp1", []byte("x")) },
+			badPath: true, says: "temporary file"},
+		{name: "read outside", msg: "m", fn: func(tx *lifecycle.Tx) error { _, err := tx.ReadFile("../.version"); return err },
+			badPath: true, says: "leaves ConfigDir"},
+		{name: "remove .git", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.Remove(".git") },
+			badPath: true, says: "inside .git"},
+		{name: "a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("d", []byte("x")) },
+			badPath: true, says: "is a directory"},
+		{name: "under a file", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml/x", []byte("x")) },
+			badPath: true, says: `"a.yaml" is a file`},
+		{name: "remove a missing file", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.Remove("missing.yaml") },
+			says: "no such file"},
+		{name: "a file written around the transaction", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			return os.WriteFile(filepath.Join(configDir, "d", "b.yaml"), []byte("b: around\n"), 0o600)
+		}},
+		{name: "the transaction kept past its function", msg: "m", fn: func(tx *lifecycle.Tx) error { escaped = tx; return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, path, _ := openUpdateHome(t)
+			configDir = env.ConfigDir
+			before, err := env.Store.Head()
+			require.NoError(t, err)
+			ctx := t.Context()
+			if tc.ctxNil {
+				ctx = nil //nolint:staticcheck // the misuse under test
+			}
+			hash, err := env.Update(ctx, tc.msg, tc.fn)
+			if tc.says != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.says)
+				assert.Equal(t, tc.badPath, errors.Is(err, lifecycle.ErrBadPath), "%v", err)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Empty(t, hash, "nothing committed")
+			if escaped != nil {
+				err := escaped.WriteFile("a.yaml", []byte("a: late\n"))
+				assert.ErrorContains(t, err, "the transaction is over")
+				escaped = nil
+			}
+			// A later, unrelated change does not sweep in what the
+			// misuse left in the work tree.
+			hash, err = env.Update(t.Context(), "next", writeA("next"))
+			require.NoError(t, err)
+			for _, f := range []string{"d/b.yaml", "notes.yaml", "a.yaml/x"} {
+				got, rerr := env.Store.ReadAt(hash, f)
+				if f == "d/b.yaml" {
+					require.NoError(t, rerr)
+					assert.Equal(t, "b: 0\n", string(got), "only the transaction's files are committed")
+				} else {
+					assert.ErrorIs(t, rerr, fs.ErrNotExist)
+				}
+			}
+			hist, err := env.Store.History("", 0)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(hist), 2)
+			assert.Equal(t, before, hist[1].Hash, "the misuse committed nothing")
+			assert.Equal(t, "a: next\n", readString(t, path))
+			assert.Equal(t, "<none>", readString(t, filepath.Join(env.Home, "notes.yaml")))
+			entries, err := os.ReadDir(filepath.Join(env.Home, recovery.CheckpointsDir))
+			require.NoError(t, err)
+			assert.Empty(t, entries, "no checkpoint left")
+		})
+	}
+}
+
+// How long tests poll for what other goroutines do, and how often.
+const (
+	testTimeout = 30 * time.Second
+	pollEvery   = time.Millisecond
+)
+
+// TestUpdatePanics: a panic in fn writes nothing, gives up the turn, and
+// continues in the caller with its own value.
+func TestUpdatePanics(t *testing.T) {
+	env, path, _ := openUpdateHome(t)
+	before, err := env.Store.Head()
+	require.NoError(t, err)
+	func() {
+		defer func() {
+			assert.Equal(t, "boom", recover())
+		}()
+		env.Update(t.Context(), "panics", func(tx *lifecycle.Tx) error {
+			require.NoError(t, tx.WriteFile("a.yaml", []byte("a: panic\n")))
+			panic("boom")
+		})
+		t.Error("the panic did not continue")
+	}()
+	assert.Equal(t, "a: 0\n", readString(t, path))
+	head, err := env.Store.Head()
+	require.NoError(t, err)
+	assert.Equal(t, before, head)
+	_, err = env.Update(t.Context(), "after", writeA("after"))
+	require.NoError(t, err, "the turn was given up")
+}
+
+// TestTxReadsAndLists: a transaction reads its own writes and removals,
+// and lists a directory as it would be.
+func TestTxReadsAndLists(t *testing.T) {
+	env, _, _ := openUpdateHome(t)
+	_, err := env.Update(t.Context(), "rw", func(tx *lifecycle.Tx) error {
+		b, err := tx.ReadFile("a.yaml")
+		require.NoError(t, err)
+		assert.Equal(t, "a: 0\n", string(b))
+		require.NoError(t, tx.WriteYAML("d/c.yaml", map[string]int{"c": 1}))
+		require.NoError(t, tx.Remove("d/b.yaml"))
+		var c map[string]int
+		require.NoError(t, tx.ReadYAMLStrict("d/c.yaml", &c))
+		assert.Equal(t, 1, c["c"])
+		_, err = tx.ReadFile("d/b.yaml")
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+		list, err := tx.List("d")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"d/c.yaml"}, list)
+		top, err := tx.List("")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"a.yaml"}, top)
+		require.NoError(t, tx.WriteJSON("j.json", map[string]bool{"ok": true}))
+		var j map[string]bool
+		require.NoError(t, tx.ReadJSONStrict("j.json", &j))
+		assert.True(t, j["ok"])
+		return nil
+	})
+	require.NoError(t, err)
+	files, err := env.Files()
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"a.yaml", "d/c.yaml", "j.json"}, files)
 }
 
 // TestUpdateErrorSaysWhatToDo: an update failed by a disk error names the
@@ -44,58 +217,154 @@ func writeA(path, value string) func() error {
 func TestUpdateErrorSaysWhatToDo(t *testing.T) {
 	env, path, _ := openUpdateHome(t)
 	t.Cleanup(func() { failpoint.Set("") })
-	require.NoError(t, failpoint.Set("gitstore.before-ref=error"))
+	require.NoError(t, failpoint.Set("gitstore.before-intent=error"))
 
-	_, err := env.Update(t.Context(), "set a", []string{"a.yaml"}, writeA(path, "1"))
+	_, err := env.Update(t.Context(), "set a", writeA("1"))
 	require.ErrorIs(t, err, syscall.EIO)
 	require.ErrorIs(t, err, failpoint.ErrInjected)
 	assert.Contains(t, err.Error(), "set a failed, "+path+" unchanged; I/O error: the disk may be failing")
-	b, rerr := os.ReadFile(path)
-	require.NoError(t, rerr)
-	assert.Equal(t, "a: 0\n", string(b), "rolled back")
+	assert.Equal(t, "a: 0\n", readString(t, path), "nothing written")
 
-	_, err = env.Update(t.Context(), "bad", []string{"a.yaml"}, func() error { return errors.New("not a disk error") })
+	_, err = env.Update(t.Context(), "bad", func(*lifecycle.Tx) error { return errors.New("not a disk error") })
 	assert.EqualError(t, err, "not a disk error", "other errors are left as they are")
 }
 
-// TestFailedUpdateIsClosedBeforeTheNext: when a failed update cannot even
-// be rolled back (or an update's checkpoint cannot be closed), its
-// checkpoint stays open; the next start would roll it back and take every
-// later update with it. The next Update closes it first, so what it
-// acknowledges survives a restart (found writing the crash suite's fault
-// tests).
-func TestFailedUpdateIsClosedBeforeTheNext(t *testing.T) {
-	for _, tc := range []struct{ name, failpoints, first string }{
-		{"rollback fails", "gitstore.before-ref=error@1;recovery.during-rollback=error@1", "0"},
-		{"done fails", "recovery.before-done=error@1", "1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env, path, closeEnv := openUpdateHome(t)
-			t.Cleanup(func() { failpoint.Set("") })
-			require.NoError(t, failpoint.Set(tc.failpoints))
-			_, err := env.Update(t.Context(), "one", []string{"a.yaml"}, writeA(path, "1"))
-			require.ErrorIs(t, err, syscall.EIO)
-			b, err := os.ReadFile(path)
-			require.NoError(t, err)
-			assert.Equal(t, "a: "+tc.first+"\n", string(b))
+// TestUnfinishedUpdateIsFinishedBeforeTheNext: when an update reached the
+// disk but its files could not all be put in place, Update returns its
+// hash and an error saying so; the next Update puts them in place first,
+// and what both acknowledged survives a restart into a clean home.
+func TestUnfinishedUpdateIsFinishedBeforeTheNext(t *testing.T) {
+	env, path, closeEnv := openUpdateHome(t)
+	t.Cleanup(func() { failpoint.Set("") })
+	require.NoError(t, failpoint.Set("gitstore.after-intent=error@1"))
+	hash, err := env.Update(t.Context(), "one", writeA("1"))
+	require.ErrorIs(t, err, syscall.EIO)
+	var ue *gitstore.UnfinishedError
+	require.ErrorAs(t, err, &ue)
+	assert.NotEmpty(t, hash)
+	assert.Contains(t, err.Error(), "the next change, or the next start, puts them in place")
+	assert.Equal(t, "a: 0\n", readString(t, path), "not in place yet")
 
-			hash, err := env.Update(t.Context(), "two", []string{"a.yaml"}, writeA(path, "2"))
-			require.NoError(t, err)
-			require.NotEmpty(t, hash)
-			require.NoError(t, closeEnv())
+	hash2, err := env.Update(t.Context(), "two", func(tx *lifecycle.Tx) error {
+		b, err := tx.ReadFile("a.yaml")
+		if err != nil {
+			return err
+		}
+		assert.Equal(t, "a: 1\n", string(b), "the unfinished change is in place before the next runs")
+		return tx.WriteFile("d/b.yaml", []byte("b: 2\n"))
+	})
+	require.NoError(t, err)
+	require.NoError(t, closeEnv())
 
-			// The next start.
-			lock, err := lifecycle.TryLock(env.Home)
-			require.NoError(t, err)
-			defer lock.Unlock()
-			report, err := recovery.Run(t.Context(), recovery.Options{Home: env.Home})
-			require.NoError(t, err)
-			assert.True(t, report.Clean(), "%s", report)
-			b, err = os.ReadFile(path)
-			require.NoError(t, err)
-			assert.Equal(t, "a: 2\n", string(b), "the acknowledged update survives the restart")
+	lock, err := lifecycle.TryLock(env.Home)
+	require.NoError(t, err)
+	defer lock.Unlock()
+	report, err := recovery.Run(t.Context(), recovery.Options{Home: env.Home})
+	require.NoError(t, err)
+	assert.True(t, report.Clean(), "%s", report)
+	assert.Equal(t, "a: 1\n", readString(t, path))
+	assert.Equal(t, "b: 2\n", readString(t, filepath.Join(env.ConfigDir, "d", "b.yaml")))
+	log := gitCLI(t, env.ConfigDir, "log", "--format=%H %s")
+	assert.Contains(t, log, hash+" one")
+	assert.Contains(t, log, hash2+" two")
+}
+
+func gitCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-c", "safe.directory=*", "-C", dir}, args...)...).CombinedOutput()
+	require.NoError(t, err, "git %v: %s", args, out)
+	return string(out)
+}
+
+// TestHandEditsAreNotSwept: a file edited by hand while the server runs
+// is not in a tool's commit; Env.Commit commits it on request.
+func TestHandEditsAreNotSwept(t *testing.T) {
+	env, _, _ := openUpdateHome(t)
+	b := filepath.Join(env.ConfigDir, "d", "b.yaml")
+	require.NoError(t, os.WriteFile(b, []byte("b: by hand\n"), 0o600))
+	hash, err := env.Update(t.Context(), "a", writeA("1"))
+	require.NoError(t, err)
+	got, err := env.Store.ReadAt(hash, "d/b.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "b: 0\n", string(got))
+	assert.Equal(t, "b: by hand\n", readString(t, b), "left as it is")
+	hand, err := env.Commit("hand edits")
+	require.NoError(t, err)
+	got, err = env.Store.ReadAt(hand, "d/b.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "b: by hand\n", string(got))
+}
+
+// TestConcurrentUpdatesShareBarriers: transactions that arrive while a
+// batch is being applied are applied together, in two barriers, each its
+// own commit with its own message, in turn order, and none loses another's
+// read-modify-write.
+func TestConcurrentUpdatesShareBarriers(t *testing.T) {
+	env, _, _ := openUpdateHome(t)
+	const n = 8
+	gate := make(chan struct{})
+	var once sync.Once
+	defer lifecycle.SetBeforeApply(func() {
+		once.Do(func() { <-gate }) // the first caller waits until all are staged
+	})()
+	var c barrier.Counter
+	defer barrier.SetCounter(barrier.SetCounter(&c))
+
+	var wg sync.WaitGroup
+	hashes := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			hashes[i], err = env.Update(t.Context(), fmt.Sprintf("add %d", i), func(tx *lifecycle.Tx) error {
+				b, err := tx.ReadFile("a.yaml")
+				if err != nil {
+					return err
+				}
+				return tx.WriteFile("a.yaml", append(b, fmt.Sprintf("- %d\n", i)...))
+			})
+			assert.NoError(t, err)
 		})
 	}
+	require.Eventually(t, func() bool { return lifecycle.Waiting(env) == n }, testTimeout, pollEvery)
+	close(gate)
+	wg.Wait()
+	assert.Equal(t, int64(2), c.Barriers(), "one batch, two barriers")
+
+	hist, err := env.Store.History("", n)
+	require.NoError(t, err)
+	require.Len(t, hist, n)
+	seen := map[string]bool{}
+	for i, h := range hist {
+		assert.True(t, strings.HasPrefix(h.Message, "add "), h.Message)
+		assert.False(t, seen[h.Message])
+		seen[h.Message] = true
+		assert.Contains(t, hashes, h.Hash, "commit %d is one a caller got", i)
+	}
+	final := readString(t, filepath.Join(env.ConfigDir, "a.yaml"))
+	assert.Equal(t, n+1, strings.Count(final, "\n"), "no read-modify-write lost: %q", final)
+	// Turn order is commit order: each commit holds one more line.
+	for i, h := range hist {
+		b, err := env.Store.ReadAt(h.Hash, "a.yaml")
+		require.NoError(t, err)
+		assert.Equal(t, n+1-i, strings.Count(string(b), "\n"))
+	}
+}
+
+// TestUpdateBarriers: an Update of one file makes two barriers, the first
+// of two fsyncs (the journal, the file's temporary file) and the second of
+// one (its directory), counted through the hook every fsync of the module
+// goes through.
+func TestUpdateBarriers(t *testing.T) {
+	env, _, _ := openUpdateHome(t)
+	var c barrier.Counter
+	defer barrier.SetCounter(barrier.SetCounter(&c))
+	const n = 50
+	for i := range n {
+		_, err := env.Update(t.Context(), fmt.Sprint("set ", i), writeA(fmt.Sprint(i+1)))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(2*n), c.Barriers())
+	assert.Equal(t, int64(3*n), c.Fsyncs())
 }
 
 // TestUpdatesRollbacksAndReadsAtOnce: a server's clients may update,
@@ -104,8 +373,8 @@ func TestFailedUpdateIsClosedBeforeTheNext(t *testing.T) {
 // two goroutines at once, and every rollback must act on the commit its
 // rev named when it began. The home ends committed and clean.
 func TestUpdatesRollbacksAndReadsAtOnce(t *testing.T) {
-	env, path, closeEnv := openUpdateHome(t)
-	_, err := env.Update(t.Context(), "first", []string{"a.yaml"}, writeA(path, "first"))
+	env, _, closeEnv := openUpdateHome(t)
+	_, err := env.Update(t.Context(), "first", writeA("first"))
 	require.NoError(t, err)
 	require.NoError(t, closeEnv())
 	// A packed repository, opened anew: go-git loads a pack's index on its
@@ -118,7 +387,7 @@ func TestUpdatesRollbacksAndReadsAtOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 10 {
 		wg.Go(func() {
-			_, err := env.Update(t.Context(), fmt.Sprintf("set %d", i), []string{"a.yaml"}, writeA(path, fmt.Sprint(i)))
+			_, err := env.Update(t.Context(), fmt.Sprintf("set %d", i), writeA(fmt.Sprint(i)))
 			assert.NoError(t, err)
 		})
 		wg.Go(func() {
@@ -144,4 +413,5 @@ func TestUpdatesRollbacksAndReadsAtOnce(t *testing.T) {
 	report, err := recovery.Run(t.Context(), recovery.Options{Home: env.Home})
 	require.NoError(t, err)
 	assert.True(t, report.Clean(), "%s", report)
+	assert.Empty(t, gitCLI(t, env.ConfigDir, "status", "--porcelain"))
 }

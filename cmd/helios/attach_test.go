@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
+	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
@@ -126,12 +127,16 @@ func pidsOf(ls []*launched) []int {
 	return pids
 }
 
-// commits counts the commits of the home's config.
+// commits counts the commits of the home's config, as a reader beside the
+// server sees them: the writer's last changes may be in gitstore's journal,
+// not yet under the ref the git CLI reads.
 func commits(t *testing.T, home string) int {
-	var n int
-	_, err := fmt.Sscan(git(t, filepath.Join(home, "config"), "rev-list", "--count", "HEAD"), &n)
+	store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true})
 	require.NoError(t, err)
-	return n
+	defer store.Close()
+	history, err := store.History("", 0)
+	require.NoError(t, err)
+	return len(history)
 }
 
 // TestManyClientsOneHome: four clients launch helios on one new home at the

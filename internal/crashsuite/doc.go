@@ -5,11 +5,12 @@
 // TestCrashSuite builds cmd/helios and cmd/mcpkeep and, through crashtest,
 // crashes helios while a client streams update_preference calls and
 // records which were acknowledged: first at every name in failpoint.Names
-// (each armed to kill, on the workload that reaches it: a fresh home for the
-// install points, a home past the pack threshold for gitstore's pack
-// points, an interrupted update for recovery.during-rollback, an upgrade for
-// the migration points, a writer with a second helios attached to it for
-// the points of attach and handover), then by SIGKILL after a random delay
+// but failpoint.Unreached (each armed to kill, on the workload that reaches
+// it: a fresh home for the install points, a home past the pack threshold
+// for gitstore's pack points, a home with an update interrupted between its
+// barriers for the start that rolls it forward, an upgrade for the
+// migration points, a writer with a second helios attached to it for the
+// points of attach and handover), then by SIGKILL after a random delay
 // during the stream, during start-up recovery, during the bootstrap of a
 // fresh home, during packing, during an upgrade, during shutdown (stdin
 // EOF with calls in flight, or SIGTERM), and of the writer or of the

@@ -244,9 +244,9 @@ func (s *suite) check(ctx context.Context, it *crashtest.Iteration) error {
 	return errors.Join(errs...)
 }
 
-// prepCrash crashes a server on h in its first update, after the update's
-// checkpoint was written, so that the next start has an interrupted update
-// to roll back.
+// prepCrash crashes a server on h in its first update, between its
+// barriers, so that the next start has an interrupted update to roll
+// forward.
 func (s *suite) prepCrash(ctx context.Context, h *home, it *crashtest.Iteration) error {
 	spec := it.Schedule.Pick(prepPoints)
 	p, err := crashtest.Start(ctx, s.cmd(h, spec))
@@ -267,11 +267,12 @@ func (s *suite) prepCrash(ctx context.Context, h *home, it *crashtest.Iteration)
 	if err = ignoreGone(err); err != nil {
 		return fmt.Errorf("preparatory crash %s: %w", spec, err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(h.dir, "checkpoints"))
-	if len(entries) == 0 {
-		return fmt.Errorf("preparatory crash %s left no checkpoint in %s; stderr:\n%s", spec, h.dir, p.Stderr())
+	for _, j := range []string{"mcpkeep-journal-0", "mcpkeep-journal-1"} {
+		if fi, err := os.Stat(filepath.Join(h.configDir(), ".git", j)); err == nil && fi.Size() > 0 {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("preparatory crash %s left no journal record in %s; stderr:\n%s", spec, h.dir, p.Stderr())
 }
 
 // usePacked makes a copy of the packed template the suite's home.

@@ -70,13 +70,11 @@ func TestPlanArmsEveryFailpoint(t *testing.T) {
 	}
 }
 
-// suitePoints is failpoint.Names but the points of gitstore's change path
-// (Stage, Apply, the flush), which helios reaches once lifecycle.Env.Update
-// goes through it.
+// suitePoints is failpoint.Names but the points no binary reaches
+// (failpoint.Unreached): the points the suite crashes helios at.
 func suitePoints() []string {
 	return slices.DeleteFunc(slices.Clone(failpoint.Names), func(n string) bool {
-		return slices.Contains([]string{"gitstore.before-intent", "gitstore.after-intent", "gitstore.before-barrier-2",
-			"gitstore.flush-after-pack", "gitstore.flush-after-ref"}, n)
+		return slices.Contains(failpoint.Unreached, n)
 	})
 }
 
@@ -86,7 +84,7 @@ type workload int
 const (
 	onMain     workload = iota // the suite's home, installed and clean
 	onFresh                    // a fresh home: the server installs it
-	onPending                  // the suite's home after a crash mid-update: start-up rolls it back
+	onPending                  // the suite's home after a crash mid-update: start-up rolls it forward
 	onPacked                   // a home past the pack threshold: the first commit packs
 	onUpgrade                  // a helios home heliosnext upgrades to schema 2
 	onAttached                 // the suite's home, a writer and a process attached to it
@@ -113,14 +111,16 @@ func reach(name string) (homes []workload, hits int) {
 		return []workload{onMain, onFresh, onPending}, 1
 	case strings.HasPrefix(name, "bootstrap."):
 		return []workload{onFresh}, 1
-	case name == "recovery.during-rollback":
-		return []workload{onPending}, 1
 	case name == "statefile.registry-locked":
 		return []workload{onMain}, 2 // register, unregister
 	case strings.HasPrefix(name, "atomicfile."):
 		return []workload{onMain, onFresh, onPending}, 20
-	case strings.HasPrefix(name, "gitstore."), strings.HasPrefix(name, "recovery."):
-		return []workload{onMain, onFresh}, 3 // one commit and one checkpoint per update
+	case name == "gitstore.flush-after-pack", name == "gitstore.flush-after-ref":
+		return []workload{onMain, onFresh, onPending}, 1 // the flush at the stop, if none before
+	case name == "gitstore.before-objects", name == "gitstore.before-ref":
+		return []workload{onFresh, onMain}, 1 // Commit: the install, and the commit of hand edits at the stop
+	case strings.HasPrefix(name, "gitstore."):
+		return []workload{onMain, onFresh}, 3 // one Apply per update
 	case name == "lifecycle.before-shutdown-commit":
 		return []workload{onMain}, 1
 	case strings.HasPrefix(name, "lifecycle."):
@@ -167,21 +167,12 @@ func pickScenario(sched *crashtest.Schedule) string {
 // a crash.
 const holdShutdown = "statefile.registry-locked=sleep(30s)@2"
 
-// prepPoints leave a home with an update interrupted after its checkpoint
-// was written, for start-up recovery to roll back. They land in the first
-// update after a start, whose atomicfile writes are, in order: the start's
-// .version, state.json and registry (one WriteFile each), the checkpoint's
-// pre-image and manifest, the persona file, then the commit's objects (one
-// WriteFiles, four renames) and its ref, stamp and index (one WriteFiles).
-// So before-rename@12 kills between the ref and the stamp, @13 between the
-// stamp and the index, before-dir-fsync@7 after the objects' renames and @8
-// after the ref's. A count that misses leaves no checkpoint, and prepCrash
-// says so.
-var prepPoints = []string{
-	"recovery.before-done=kill", "gitstore.before-ref=kill",
-	"atomicfile.before-rename=kill@12", "atomicfile.before-rename=kill@13",
-	"atomicfile.before-dir-fsync=kill@7", "atomicfile.before-dir-fsync=kill@8",
-}
+// prepPoints leave a home with an update interrupted between its two
+// barriers, for start-up recovery to roll forward: its journal record is
+// durable, and its file is not renamed (after-intent) or renamed but its
+// directory not fsynced (before-barrier-2). Both land in the first update
+// after a start. prepCrash checks that the journal holds the record.
+var prepPoints = []string{"gitstore.after-intent=kill", "gitstore.before-barrier-2=kill"}
 
 // sentUpdate is an update call whose response has not been read yet.
 type sentUpdate struct {

@@ -145,6 +145,9 @@ func TestEveryHitIsListed(t *testing.T) {
 	for _, name := range failpoint.Names {
 		assert.Contains(t, hit, name, "failpoint.Names lists %q but nothing hits it", name)
 	}
+	for _, name := range failpoint.Unreached {
+		assert.Contains(t, failpoint.Names, name, "failpoint.Unreached lists %q, which is not in Names", name)
+	}
 	seen := map[string]bool{}
 	for _, name := range failpoint.Names {
 		assert.False(t, seen[name], "%q listed twice", name)

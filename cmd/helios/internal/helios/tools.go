@@ -159,13 +159,13 @@ func (t *tools) setActive(ctx context.Context, _ *mcp.CallToolRequest, in setAct
 		return nil, changeOut{}, err
 	}
 	msg := "set_active_persona " + in.Name
-	hash, err := t.env.Update(ctx, msg, []string{baseFile}, func() error {
-		b, err := t.cfg.base()
-		if err != nil {
-			return err
+	hash, err := t.env.Update(ctx, msg, func(tx *lifecycle.Tx) error {
+		var b Base
+		if err := tx.ReadYAMLStrict(baseFile, &b); err != nil {
+			return t.cfg.wrap(err)
 		}
 		b.ActivePersona = in.Name
-		return atomicfile.WriteYAML(t.cfg.path(baseFile), b, 0)
+		return tx.WriteYAML(baseFile, b)
 	})
 	return nil, changeOut{Commit: hash, Detail: "active persona is " + in.Name}, err
 }
@@ -186,17 +186,20 @@ func (t *tools) updatePreference(ctx context.Context, _ *mcp.CallToolRequest, in
 	}
 	rel := personaPath(name)
 	msg := fmt.Sprintf("update_preference %s.%s", name, in.Key)
-	hash, err := t.env.Update(ctx, msg, []string{rel}, func() error {
-		p, err := t.cfg.persona(name)
-		if err != nil {
-			return err
+	hash, err := t.env.Update(ctx, msg, func(tx *lifecycle.Tx) error {
+		var p Persona
+		if err := tx.ReadYAMLStrict(rel, &p); err != nil {
+			return t.cfg.wrap(err)
+		}
+		if p.Preferences == nil {
+			p.Preferences = map[string]string{}
 		}
 		if in.Value == "" {
 			delete(p.Preferences, in.Key)
 		} else {
 			p.Preferences[in.Key] = in.Value
 		}
-		return atomicfile.WriteYAML(t.cfg.path(rel), p, 0)
+		return tx.WriteYAML(rel, p)
 	})
 	detail := fmt.Sprintf("%s.%s = %q", name, in.Key, in.Value)
 	if hash == "" && err == nil {

@@ -1,0 +1,302 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+)
+
+// ErrBadPath is matched by every *PathError.
+var ErrBadPath = errors.New("lifecycle: bad config path")
+
+// PathError reports a path a transaction refused. Nothing was written:
+// a transaction checks each path when it is named.
+type PathError struct {
+	Op     string // the Tx method, such as "WriteFile"
+	Path   string // the path as the caller gave it
+	Reason string // what is wrong with it and what to give instead
+}
+
+// Error names the call, the path and what to do.
+func (e *PathError) Error() string {
+	return fmt.Sprintf("lifecycle: tx.%s(%q): %s", e.Op, e.Path, e.Reason)
+}
+
+// Unwrap returns ErrBadPath.
+func (e *PathError) Unwrap() error { return ErrBadPath }
+
+// Tx is the transaction of one Env.Update: the function given to Update
+// reads and writes config files through it, by paths relative to
+// ConfigDir (slash-separated, as "personas/default.yaml"). Nothing reaches
+// the disk while the function runs; when it returns nil, Update commits
+// exactly the files it wrote and removed, with Update's message, and makes
+// the change durable. A read sees the transaction's own writes, then
+// those of transactions before it, then the files on disk. A Tx is for
+// the function it was given to, in that goroutine: after the function
+// returns, every method returns an error.
+type Tx struct {
+	env    *Env
+	writes map[string]*txWrite
+	closed bool
+}
+
+// txWrite is one staged file: its bytes, or its removal.
+type txWrite struct {
+	data    []byte
+	removed bool
+}
+
+// ReadFile returns the bytes of the config file at p. A missing file (or
+// one the transaction removed) gives an error matching fs.ErrNotExist.
+func (tx *Tx) ReadFile(p string) ([]byte, error) {
+	rel, err := tx.check("ReadFile", p)
+	if err != nil {
+		return nil, err
+	}
+	if w, ok := tx.writes[rel]; ok {
+		if w.removed {
+			return nil, &fs.PathError{Op: "read", Path: tx.env.abs(rel), Err: fs.ErrNotExist}
+		}
+		return slices.Clone(w.data), nil
+	}
+	if data, removed, ok := tx.env.staged(rel); ok {
+		if removed {
+			return nil, &fs.PathError{Op: "read", Path: tx.env.abs(rel), Err: fs.ErrNotExist}
+		}
+		return slices.Clone(data), nil
+	}
+	abs := tx.env.abs(rel)
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: abs, Err: errors.New("not a regular file (a config file is one; a symbolic link or directory is not read)")}
+	}
+	return os.ReadFile(abs)
+}
+
+// WriteFile stages data as the new bytes of the config file at p,
+// creating it and its directories if need be. A new file gets mode 0600,
+// an existing one keeps its mode.
+func (tx *Tx) WriteFile(p string, data []byte) error {
+	rel, err := tx.check("WriteFile", p)
+	if err != nil {
+		return err
+	}
+	if err := tx.checkPlace("WriteFile", p, rel); err != nil {
+		return err
+	}
+	tx.writes[rel] = &txWrite{data: slices.Clone(data)}
+	return nil
+}
+
+// Remove stages the removal of the config file at p. A file that is not
+// there gives an error matching fs.ErrNotExist, and nothing is staged.
+func (tx *Tx) Remove(p string) error {
+	rel, err := tx.check("Remove", p)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ReadFile(rel); err != nil {
+		return err
+	}
+	tx.writes[rel] = &txWrite{removed: true}
+	return nil
+}
+
+// ReadYAML decodes the YAML config file at p into v, a non-nil pointer,
+// as atomicfile.ReadYAML does; unknown fields are ignored.
+func (tx *Tx) ReadYAML(p string, v any) error {
+	data, err := tx.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return atomicfile.ParseYAML(tx.env.abs(path.Clean(p)), data, v)
+}
+
+// ReadYAMLStrict is ReadYAML, but an unknown field is a
+// *atomicfile.CorruptError.
+func (tx *Tx) ReadYAMLStrict(p string, v any) error {
+	data, err := tx.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return atomicfile.ParseYAMLStrict(tx.env.abs(path.Clean(p)), data, v)
+}
+
+// WriteYAML stages v, encoded as atomicfile.WriteYAML writes it, as the
+// config file at p.
+func (tx *Tx) WriteYAML(p string, v any) error {
+	if _, err := tx.check("WriteYAML", p); err != nil {
+		return err
+	}
+	data, err := atomicfile.EncodeYAML(p, v)
+	if err != nil {
+		return err
+	}
+	return tx.WriteFile(p, data)
+}
+
+// ReadJSON decodes the JSON config file at p into v, as
+// atomicfile.ReadJSON does.
+func (tx *Tx) ReadJSON(p string, v any) error {
+	data, err := tx.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return atomicfile.ParseJSON(tx.env.abs(path.Clean(p)), data, v)
+}
+
+// ReadJSONStrict is ReadJSON, but an unknown field is a
+// *atomicfile.CorruptError.
+func (tx *Tx) ReadJSONStrict(p string, v any) error {
+	data, err := tx.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	return atomicfile.ParseJSONStrict(tx.env.abs(path.Clean(p)), data, v)
+}
+
+// WriteJSON stages v, encoded as atomicfile.WriteJSON writes it, as the
+// config file at p.
+func (tx *Tx) WriteJSON(p string, v any) error {
+	if _, err := tx.check("WriteJSON", p); err != nil {
+		return err
+	}
+	data, err := atomicfile.EncodeJSON(p, v)
+	if err != nil {
+		return err
+	}
+	return tx.WriteFile(p, data)
+}
+
+// List returns the config files directly in the directory dir ("" or "."
+// for ConfigDir itself) as paths relative to ConfigDir, sorted, as the
+// transaction sees them: with its own and earlier transactions' writes
+// and removals. A directory that is not there lists nothing.
+func (tx *Tx) List(dir string) ([]string, error) {
+	rel := ""
+	if dir != "" && dir != "." {
+		var err error
+		if rel, err = tx.check("List", dir); err != nil {
+			return nil, err
+		}
+	}
+	have := map[string]bool{}
+	entries, err := os.ReadDir(tx.env.abs(rel))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range entries {
+		p := path.Join(rel, e.Name())
+		if e.Type().IsRegular() && badPath(p) == "" {
+			have[p] = true
+		}
+	}
+	inDir := func(p string) bool { return path.Dir(p) == path.Clean("./"+rel) }
+	for p, removed := range tx.env.stagedPaths() {
+		if inDir(p) {
+			have[p] = !removed
+		}
+	}
+	for p, w := range tx.writes {
+		if inDir(p) {
+			have[p] = !w.removed
+		}
+	}
+	var out []string
+	for p, ok := range have {
+		if ok {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// check returns p cleaned, or a *PathError saying why it names no config
+// file. A closed Tx refuses everything.
+func (tx *Tx) check(op, p string) (string, error) {
+	if tx.closed {
+		return "", fmt.Errorf("lifecycle: tx.%s(%q): the transaction is over (its function returned); use the Tx only inside it", op, p)
+	}
+	if r := badPath(p); r != "" {
+		return "", &PathError{Op: op, Path: p, Reason: strings.ReplaceAll(r, "ConfigDir", "ConfigDir ("+tx.env.ConfigDir+")")}
+	}
+	return p, nil
+}
+
+// checkPlace refuses a file where a directory is, or under a file.
+func (tx *Tx) checkPlace(op, p, rel string) error {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		dir := strings.Join(parts[:i], "/")
+		if w, ok := tx.writes[dir]; ok && !w.removed {
+			return &PathError{Op: op, Path: p, Reason: fmt.Sprintf("%q is a file this transaction wrote, so nothing can be under it", dir)}
+		}
+		fi, err := os.Lstat(tx.env.abs(dir))
+		switch {
+		case err != nil:
+			return nil // missing from here down: made when the change is applied
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return &PathError{Op: op, Path: p, Reason: fmt.Sprintf("%q is a symbolic link; config files are written in directories of ConfigDir only", dir)}
+		case !fi.IsDir():
+			return &PathError{Op: op, Path: p, Reason: fmt.Sprintf("%q is a file, so nothing can be under it", dir)}
+		}
+	}
+	if fi, err := os.Lstat(tx.env.abs(rel)); err == nil && fi.IsDir() {
+		return &PathError{Op: op, Path: p, Reason: "it is a directory; name a file in it"}
+	}
+	return nil
+}
+
+// badPath says why p names no config file, or is "".
+func badPath(p string) string {
+	switch {
+	case p == "" || p == ".":
+		return "the path is empty; name a file relative to ConfigDir, such as \"settings.yaml\""
+	case strings.ContainsRune(p, 0):
+		return "the path holds a NUL byte"
+	case path.IsAbs(p) || filepath.IsAbs(p):
+		return "the path is absolute; give it relative to ConfigDir"
+	case p == ".." || strings.HasPrefix(p, "../"):
+		return "the path leaves ConfigDir; give one inside it, relative to it"
+	case path.Clean(p) != p:
+		return fmt.Sprintf("the path is not clean; write it %q", path.Clean(p))
+	}
+	for i, part := range strings.Split(p, "/") {
+		switch {
+		case strings.EqualFold(part, ".git"):
+			return "the path is inside .git, the repository's own files; config files live beside it"
+		case i == 0 && strings.HasPrefix(strings.ToLower(part), ".git."):
+			return "the name is one the toolkit gives copies of .git it sets aside; choose another"
+		case atomicfile.IsTemp(part):
+			return "the name is one of a temporary file of an interrupted write; choose another"
+		}
+	}
+	return ""
+}
+
+// changes returns the staged writes as gitstore changes, in path order.
+func (tx *Tx) changes() ([]gitstore.Change, []string) {
+	paths := make([]string, 0, len(tx.writes))
+	for p := range tx.writes {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	out := make([]gitstore.Change, len(paths))
+	for i, p := range paths {
+		w := tx.writes[p]
+		out[i] = gitstore.Change{Path: p, Data: w.data, Remove: w.removed}
+	}
+	return out, paths
+}
