@@ -133,7 +133,7 @@ func TestStageNothingAndBadPaths(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, c)
 	for _, p := range []string{"", "/abs", "../out", ".git/config", "a/../../x", "d", "a.yaml/under",
-		".a.yaml.mcpkeep-tmp123", "d/.x.mcpkeep-tmp9"} {
+		".a.yaml.mcpkeep-tmp123", "d/.x.mcpkeep-tmp9", "d/.GIT/x"} {
 		_, err := s.Stage("bad", []gitstore.Change{put(p, "x")})
 		assert.ErrorIs(t, err, gitstore.ErrBadPath, "%q", p)
 	}

@@ -103,6 +103,9 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 		if err == nil && (strings.HasPrefix(p, ".git.") || slices.ContainsFunc(strings.Split(p, "/"), atomicfile.IsTemp)) {
 			err = fmt.Errorf("gitstore: path %q is a name gitstore never versions (a temporary file's, or one beside .git)", p)
 		}
+		if err == nil && slices.ContainsFunc(strings.Split(p, "/"), func(e string) bool { return strings.EqualFold(e, ".git") }) {
+			err = fmt.Errorf("gitstore: path %q has a .git element, which git refuses in a tree", p)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadPath, err)
 		}
