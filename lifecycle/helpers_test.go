@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if benchHomes.dir != "" {
+		os.RemoveAll(benchHomes.dir)
+	}
 	os.Exit(code)
 }
 

@@ -1,0 +1,277 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+)
+
+// benchHomes holds the homes the benchmarks build once and copy; TestMain
+// removes it.
+var benchHomes struct {
+	sync.Mutex
+	dir   string
+	built map[string]string
+}
+
+// kib is the 1 KiB a benchmark's change writes, as BenchmarkRawFloor's.
+var kib = bytes.Repeat([]byte("x"), 1024)
+
+// BenchmarkUpdate measures Env.Update of one 1 KiB file, beside the raw
+// floor of a durable replace (atomicfile's BenchmarkRawFloor: temp file,
+// write, fsync, rename, directory fsync, with plain os calls) in the same
+// run, on the same disk. The home holds 10 or 10,000 files in config/
+// (layout=nested: in 100 directories of 100; layout=flat: all in one
+// directory, whose tree git rewrites whole at each change of one of them),
+// and 0 or 10,000 commits of history; gitstore's Maintain runs beside it,
+// as in a server, so the flushes of the journal are in the figures. It
+// reports the median (p50-ns/op) and 99th percentile (p99-ns/op) of the
+// changes besides their mean.
+//
+//	go test -run '^$' -bench 'Update$' -count 6 -timeout 60m ./lifecycle
+func BenchmarkUpdate(b *testing.B) {
+	b.Run("impl=raw-floor", rawFloor)
+	for _, c := range []struct {
+		files   int
+		layout  string
+		history int
+	}{{10, "nested", 0}, {10000, "nested", 0}, {10, "nested", 10000}, {10000, "nested", 10000}, {10000, "flat", 0}} {
+		b.Run(fmt.Sprintf("files=%d/layout=%s/history=%d", c.files, c.layout, c.history), func(b *testing.B) {
+			env := benchEnv(b, c.files, c.layout, c.history)
+			ds := make([]time.Duration, 0, 1024)
+			for i := 0; b.Loop(); i++ {
+				start := time.Now()
+				data := append(strconv.AppendInt(nil, int64(i), 10), kib...)
+				if _, err := env.Update(b.Context(), "set a", func(tx *lifecycle.Tx) error {
+					return tx.WriteFile("a.yaml", data)
+				}); err != nil {
+					b.Fatal(err)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			reportPercentiles(b, ds)
+		})
+	}
+}
+
+// rawFloor is atomicfile's BenchmarkRawFloor, repeated here so that the
+// ratio of the two is measured in one run.
+func rawFloor(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "f")
+	ds := make([]time.Duration, 0, 1024)
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		tmp := filepath.Join(dir, ".f"+strconv.Itoa(i))
+		f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Write(kib); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			b.Fatal(err)
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		d.Close()
+		ds = append(ds, time.Since(start))
+	}
+	reportPercentiles(b, ds)
+}
+
+// reportPercentiles reports the median and 99th percentile of ds.
+func reportPercentiles(b *testing.B, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2]), "p50-ns/op")
+	b.ReportMetric(float64(ds[len(ds)*99/100]), "p99-ns/op")
+}
+
+// BenchmarkConcurrentUpdates measures changes per second from 1 client
+// and from 8 at once (goroutines on one Env, as a server's sessions are),
+// each client changing its own 1 KiB file, every change its own commit.
+// With 8, changes that arrive while a batch is in flight share its
+// barriers.
+//
+//	go test -run '^$' -bench ConcurrentUpdates -count 6 ./lifecycle
+func BenchmarkConcurrentUpdates(b *testing.B) {
+	for _, clients := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			env := benchEnv(b, 10, "nested", 0)
+			before, err := env.Store.History("", 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var next sync.Mutex
+			n := 0
+			take := func() bool {
+				next.Lock()
+				defer next.Unlock()
+				n++
+				return n <= b.N
+			}
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for c := range clients {
+				wg.Go(func() {
+					file := fmt.Sprintf("client%d.yaml", c)
+					for i := 0; take(); i++ {
+						data := append(strconv.AppendInt(nil, int64(i), 10), kib...)
+						if _, err := env.Update(b.Context(), fmt.Sprintf("client %d: %d", c, i), func(tx *lifecycle.Tx) error {
+							return tx.WriteFile(file, data)
+						}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "changes/s")
+			b.StopTimer()
+			after, err := env.Store.History("", 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := len(after) - len(before); got != b.N {
+				b.Fatalf("%d commits for %d changes", got, b.N)
+			}
+		})
+	}
+}
+
+// benchEnv returns an Env on a copy of a home with files config files
+// and history commits, with Maintain running beside it until b ends.
+func benchEnv(b *testing.B, files int, layout string, history int) *lifecycle.Env {
+	b.Helper()
+	tmpl := benchHome(b, files, layout, history)
+	home := filepath.Join(b.TempDir(), "home")
+	if out, err := exec.Command("cp", "-a", tmpl, home).CombinedOutput(); err != nil {
+		b.Fatalf("copy the home: %v: %s", err, out)
+	}
+	syscall.Sync() // the copy's write-back, not in the changes' fsyncs
+	env, closeEnv, err := lifecycle.OpenHome(home, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { env.Store.Maintain(ctx); close(done) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		if err := closeEnv(); err != nil {
+			b.Error(err)
+		}
+	})
+	return env
+}
+
+// benchHome builds, once per run, a home with files config files (a.yaml
+// among them) laid out as layout, and history commits of one changed file
+// on top, and returns its directory.
+func benchHome(b *testing.B, files int, layout string, history int) string {
+	b.Helper()
+	benchHomes.Lock()
+	defer benchHomes.Unlock()
+	key := fmt.Sprintf("%d-%s-%d", files, layout, history)
+	if dir, ok := benchHomes.built[key]; ok {
+		return dir
+	}
+	if benchHomes.dir == "" {
+		dir, err := os.MkdirTemp("", "lifecycle-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchHomes.dir, benchHomes.built = dir, map[string]string{}
+	}
+	home := filepath.Join(benchHomes.dir, key)
+	defaults := fstest.MapFS{"a.yaml": {Data: []byte("a: 0\n")}}
+	for i := 1; i < files; i++ {
+		name := fmt.Sprintf("notes/%d.yaml", i)
+		if layout == "nested" {
+			name = fmt.Sprintf("notes/%02d/%d.yaml", i%100, i)
+		}
+		defaults[name] = &fstest.MapFile{Data: fmt.Appendf(nil, "note: %d\n", i)}
+	}
+	if _, err := bootstrap.Ensure(context.Background(), bootstrap.Spec{Home: home, Schema: 1, Defaults: defaults}); err != nil {
+		b.Fatal(err)
+	}
+	if history > 0 {
+		lock, err := lifecycle.TryLock(home)
+		if err != nil {
+			b.Fatal(err)
+		}
+		store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{HoldsLock: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range history {
+			if _, err := store.Stage(fmt.Sprintf("history %d", i), []gitstore.Change{
+				{Path: "h.yaml", Data: fmt.Appendf(nil, "h: %d\n", i)}}); err != nil {
+				b.Fatal(err)
+			}
+			if i%100 == 99 {
+				if err := store.Apply(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if err := store.Apply(); err != nil {
+			b.Fatal(err)
+		}
+		// Packed, as a server's housekeeping leaves it.
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { store.Maintain(ctx); close(done) }()
+		if _, err := store.Stage("last", []gitstore.Change{{Path: "h.yaml", Data: []byte("h: last\n")}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Apply(); err != nil {
+			b.Fatal(err)
+		}
+		if err := store.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		<-done
+		if err := store.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := lock.Unlock(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchHomes.built[key] = home
+	return home
+}
