@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -176,4 +177,72 @@ func TestBareHeliosIsTheReference(t *testing.T) {
 	got := tools(bareBin, "--home", home)
 	require.Len(t, got, len(toolNames))
 	assert.Equal(t, want, got)
+}
+
+// BenchmarkStdioCalls measures one tool call at a time over stdio to a
+// running helios: update_preference (a durable change: each sets a new
+// value of one of 20 keys of the default persona) beside get_config (a
+// read), from request written to response read. It reports the median,
+// 99th percentile and largest call besides the mean; 5,000 calls show
+// whether packing, now off the change path, still stalls one:
+//
+//	go test -run '^$' -bench StdioCalls -benchtime 5000x -count 3 ./cmd/helios
+func BenchmarkStdioCalls(b *testing.B) {
+	for _, tool := range []string{"update_preference", "get_config"} {
+		b.Run("tool="+tool, func(b *testing.B) {
+			home := filepath.Join(b.TempDir(), "home")
+			cmd := exec.Command(heliosBin, "--home", home, "--registry", "")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			r := bufio.NewReader(stdout)
+			call := func(line string) []byte {
+				if _, err := io.WriteString(stdin, line); err != nil {
+					b.Fatalf("write: %v\nstderr:\n%s", err, &stderr)
+				}
+				resp, err := r.ReadBytes('\n')
+				if err != nil {
+					b.Fatalf("read: %v\nstderr:\n%s", err, &stderr)
+				}
+				return resp
+			}
+			call(mcptest.Initialize + "\n")
+			if _, err := io.WriteString(stdin, mcptest.Initialized+"\n"); err != nil {
+				b.Fatal(err)
+			}
+			ds := make([]time.Duration, 0, 5000)
+			for i := 0; b.Loop(); i++ {
+				args := map[string]any{}
+				if tool == "update_preference" {
+					args = map[string]any{"key": fmt.Sprintf("k%d", i%20), "value": fmt.Sprintf("v%d", i)}
+				}
+				line := mcptest.ToolCall(b, i+1, tool, args)
+				start := time.Now()
+				resp := call(line)
+				ds = append(ds, time.Since(start))
+				if bytes.Contains(resp, []byte(`"isError":true`)) || !bytes.Contains(resp, []byte(`"result"`)) {
+					b.Fatalf("%s: %s", tool, resp)
+				}
+			}
+			stdin.Close()
+			io.Copy(io.Discard, r)
+			if err := cmd.Wait(); err != nil {
+				b.Fatalf("helios did not stop cleanly: %v\nstderr:\n%s", err, &stderr)
+			}
+			slices.Sort(ds)
+			b.ReportMetric(float64(ds[len(ds)/2]), "p50-ns/op")
+			b.ReportMetric(float64(ds[len(ds)*99/100]), "p99-ns/op")
+			b.ReportMetric(float64(ds[len(ds)-1]), "max-ns/op")
+		})
+	}
 }
