@@ -347,3 +347,42 @@ func TestOpenIgnoresATornRecord(t *testing.T) {
 	git(t, s2, "fsck", "--full", "--strict")
 	assert.Empty(t, git(t, s2, "status", "--porcelain"))
 }
+
+// TestMaintainPacksWhenQuiet: the small packs the flushes leave are merged
+// by Maintain once changes stop for a while, not while they come.
+func TestMaintainPacksWhenQuiet(t *testing.T) {
+	defer gitstore.SetPackIdle(50 * time.Millisecond)()
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "a: 0\n")
+	s, err := gitstore.Init(dir, &gitstore.Options{PackThreshold: 20})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Commit("init")
+	require.NoError(t, err)
+	for i := range 12 {
+		stage(t, s, fmt.Sprint(i), put("a.yaml", fmt.Sprintf("a: %d\n", i+1)), put(fmt.Sprintf("n%d.yaml", i), "n\n"))
+		require.NoError(t, s.Apply())
+		require.NoError(t, s.Flush()) // one small pack each
+	}
+	packs := func() int {
+		m, err := filepath.Glob(filepath.Join(dir, ".git", "objects", "pack", "*.pack"))
+		require.NoError(t, err)
+		return len(m)
+	}
+	before := packs()
+	require.GreaterOrEqual(t, before, 12)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { s.Maintain(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	stage(t, s, "last", put("a.yaml", "a: last\n"))
+	require.NoError(t, s.Apply())
+	require.Eventually(t, func() bool { return packs() < before/2 }, 30*time.Second, 5*time.Millisecond, "merged once quiet")
+	cancel()
+	<-done
+	git(t, dir, "fsck", "--full", "--strict")
+	hist, err := s.History("", 0)
+	require.NoError(t, err)
+	assert.Len(t, hist, 14)
+}

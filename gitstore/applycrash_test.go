@@ -56,6 +56,7 @@ func TestHelperApplyLoop(t *testing.T) {
 	if err != nil {
 		fail(err)
 	}
+	gitstore.SetPackIdle(20 * time.Millisecond) // packs in the loop's quiet spells
 	go s.Maintain(context.Background())
 	out := bufio.NewWriter(os.Stdout)
 	head, _ := s.Head()
@@ -90,7 +91,7 @@ func TestHelperApplyLoop(t *testing.T) {
 		}
 		out.Flush()
 		if i%10 == 9 {
-			time.Sleep(30 * time.Millisecond) // a quiet spell: Maintain flushes
+			time.Sleep(50 * time.Millisecond) // a quiet spell: Maintain flushes, then packs
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package gitstore
 
+import "time"
+
 // SetPackLimits sets the progression packs are kept in (see packFactor,
 // frozenPacks and maxMerge) and returns a function that restores it.
 func SetPackLimits(factor, frozen, merge int) (restore func()) {
@@ -17,3 +19,11 @@ func ForceMerge() (restore func()) {
 
 // SafePath is safePath, for its table test.
 var SafePath = safePath
+
+// SetPackIdle sets how long Maintain waits without a change before it
+// packs, and returns a function that restores it.
+func SetPackIdle(d time.Duration) (restore func()) {
+	old := packIdle
+	packIdle = d
+	return func() { packIdle = old }
+}

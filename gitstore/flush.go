@@ -43,13 +43,16 @@ type memObject struct {
 	flushed bool
 }
 
-// addMem keeps obj in memory unless the store has it already, and reports
-// whether it added it. The caller holds s.mu.
-func (s *Store) addMem(h plumbing.Hash, obj plumbing.EncodedObject) bool {
+// addMem keeps obj in memory unless it is there already (or, with
+// stored, in the repository), and reports whether it added it. Stage does
+// not ask the repository, a lookup that was a tenth of a change's work:
+// an object it holds already is then packed twice, which costs a few
+// bytes and nothing else. The caller holds s.mu.
+func (s *Store) addMem(h plumbing.Hash, obj plumbing.EncodedObject, stored bool) bool {
 	if _, ok := s.mem[h]; ok {
 		return false
 	}
-	if s.storage.HasEncodedObject(h) == nil {
+	if stored && s.storage.HasEncodedObject(h) == nil {
 		return false
 	}
 	s.mem[h] = &memObject{obj: obj}
@@ -301,10 +304,11 @@ func (s *Store) useStorage(st *filesystem.Storage) error {
 }
 
 // Maintain runs the store's housekeeping until ctx is done, off the
-// change path: it packs loose objects and merges small packs when they
-// pass PackThreshold (as Commit does when no Maintain runs), at the first
-// Apply and after each flush; and it flushes the journal (Flush) after a
-// quiet 20 ms since the last Apply, or when 128 records wait. The pack
+// change path: it flushes the journal (Flush) after a quiet 20 ms since
+// the last Apply, or when 128 records wait; and it packs loose objects and
+// merges small packs when they pass PackThreshold (as Commit does when no
+// Maintain runs): at the first Apply, after a quiet second, and at once
+// when the flushes have left more than 32 packs. The pack
 // is written with no lock held. A failed step is logged and tried again
 // after the next Apply. Maintain returns nil when ctx is done, once the
 // step in progress has finished. Run one Maintain per Store.
@@ -314,11 +318,22 @@ func (s *Store) Maintain(ctx context.Context) error {
 	}
 	s.maintained.Add(1)
 	defer s.maintained.Add(-1)
+	pack := func() {
+		if err := s.housekeepPacks(); err != nil {
+			s.log.Warn("gitstore: packing failed; will retry", "repo", s.dir, "err", err)
+		}
+	}
 	first := true
+	idle := time.NewTimer(packIdle)
+	idle.Stop()
+	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-idle.C:
+			pack()
+			continue
 		case <-s.kick:
 		}
 		if first {
@@ -326,9 +341,7 @@ func (s *Store) Maintain(ctx context.Context) error {
 			// Commit) is packed at the first change, beside it: not at
 			// Open, whose count of loose objects would slow every start.
 			first = false
-			if err := s.housekeepPacks(); err != nil {
-				s.log.Warn("gitstore: packing failed; will retry", "repo", s.dir, "err", err)
-			}
+			pack()
 		}
 		if !s.quiet(ctx) {
 			return nil
@@ -337,10 +350,35 @@ func (s *Store) Maintain(ctx context.Context) error {
 			s.log.Warn("gitstore: flushing the journal failed; will retry", "repo", s.dir, "err", err)
 			continue
 		}
-		if err := s.housekeepPacks(); err != nil {
-			s.log.Warn("gitstore: packing failed; will retry", "repo", s.dir, "err", err)
+		// Packing is work for the processor that changes would wait for
+		// on a small machine: it waits for a quiet spell, unless the
+		// flushes have made so many packs that lookups would slow.
+		if s.packCount() > maxPacks {
+			pack()
+		} else {
+			idle.Reset(packIdle)
 		}
 	}
+}
+
+// packIdle is how long Maintain waits without a change before it packs;
+// maxPacks how many packs it lets changes make before it packs at once.
+// Variables for the tests.
+var (
+	packIdle = time.Second
+	maxPacks = 32
+)
+
+// packCount returns how many packs the repository holds.
+func (s *Store) packCount() int {
+	entries, _ := os.ReadDir(filepath.Join(s.gitDir, "objects", "pack"))
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".pack") {
+			n++
+		}
+	}
+	return n
 }
 
 // quiet waits for flushDelay without an Apply, or until flushRecords

@@ -117,7 +117,7 @@ func (s *Store) rebuild(r *journalRecord, base plumbing.Hash) (*appliedRecord, [
 	}
 	ar := &appliedRecord{rec: r}
 	keep := func(h plumbing.Hash, obj plumbing.EncodedObject) {
-		if s.addMem(h, obj) {
+		if s.addMem(h, obj, true) {
 			ar.added = append(ar.added, h)
 		}
 	}

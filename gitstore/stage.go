@@ -128,7 +128,7 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 	}
 	var added []plumbing.Hash
 	keep := func(h plumbing.Hash, obj plumbing.EncodedObject) {
-		if s.addMem(h, obj) {
+		if s.addMem(h, obj, false) {
 			added = append(added, h)
 		}
 	}
