@@ -48,23 +48,27 @@ type workFile struct {
 	remove bool
 	perm   fs.FileMode
 	mode   filemode.FileMode
-	before plumbing.Hash // the blob at the batch's base; ZeroHash: none
+	// known are the versions the batches held the path at before the
+	// last: its blob at their base (ZeroHash: none), and each one a
+	// commit of theirs wrote before the last. A file holding one of them
+	// is not in place yet; one holding anything else was changed by hand.
+	known []plumbing.Hash
 }
 
-// finalFiles returns the paths a batch of commits writes, as the last of
-// them leaves each, in path order, with the blob each had before the
-// first.
-func finalFiles(batch []*Staged) []workFile {
+// finalFiles returns the paths commits (built one on another) write, as
+// the last of them leaves each, in path order.
+func finalFiles(commits []*Staged) []workFile {
 	at := map[string]int{}
 	var out []workFile
-	for _, c := range batch {
+	for _, c := range commits {
 		for _, ch := range c.changes {
-			w := workFile{path: ch.path, blob: ch.blob, data: ch.data, remove: ch.blob.IsZero(), perm: ch.perm, mode: ch.mode, before: ch.before}
+			w := workFile{path: ch.path, blob: ch.blob, data: ch.data, remove: ch.blob.IsZero(), perm: ch.perm, mode: ch.mode}
 			if i, ok := at[ch.path]; ok {
-				w.before = out[i].before
+				w.known = append(out[i].known, out[i].blob)
 				out[i] = w
 				continue
 			}
+			w.known = []plumbing.Hash{ch.before}
 			at[ch.path] = len(out)
 			out = append(out, w)
 		}
@@ -81,14 +85,25 @@ func finalFiles(batch []*Staged) []workFile {
 	return out
 }
 
+// batch is what one Apply writes: its commits, and the files it puts in
+// place, staged as temporary files.
+type batch struct {
+	commits []*Staged
+	files   []workFile
+	temps   *atomicfile.Batch
+	dirs    []string // directories whose entries change besides the renamed files'
+	flush   bool     // the journal has grown past what a store flushes by itself
+}
+
 // Apply makes every commit staged so far durable and puts their files in
 // place in the work tree, in two ordered barriers (DESIGN.md, "Issue 20:
 // the change path"): the batch's record in the journal and a temporary
 // file for each path it writes, fsynced at once; then the renames and
 // removals, and an fsync of each directory they changed. It returns
 // when the last barrier has. Commits staged while it runs wait for the
-// next Apply. The repository itself is written later, by Maintain or
-// Close (Flush).
+// next Apply, whose first barrier may run while this one is in its
+// second. The repository itself is written later, by Maintain or Close
+// (Flush). Staged.Wait is Apply for concurrent callers: they share it.
 //
 // On an error before the first barrier returned, nothing was written:
 // every commit staged so far, those staged during the call too, is
@@ -97,70 +112,142 @@ func finalFiles(batch []*Staged) []workFile {
 // files cannot all be put in place the error is an *UnfinishedError.
 func (s *Store) Apply() error {
 	s.applyMu.Lock()
-	err, flush := s.apply()
-	s.applyMu.Unlock()
-	if flush {
-		// No Maintain flushes this store: bound the journal here.
-		if ferr := s.Flush(); ferr != nil {
-			s.log.Warn("gitstore: flushing the journal failed; will retry", "repo", s.dir, "err", ferr)
-		}
-	}
+	err, flush := s.applyHeld()
+	s.boundJournal(flush)
 	return err
 }
 
-// apply is Apply, holding applyMu. flush reports that the journal has
-// grown past what a store flushes by itself.
-func (s *Store) apply() (err error, flush bool) {
-	s.mu.Lock()
-	if err := s.writable("apply"); err != nil {
-		s.mu.Unlock()
+// applyHeld is Apply for a caller that holds applyMu, which it gives up
+// once the batch is durable: the next batch's first barrier may then
+// overlap this one's second, which switchMu keeps in order. flush
+// reports that the journal has grown past what a store flushes by itself.
+func (s *Store) applyHeld() (err error, flush bool) {
+	b, err := s.begin()
+	if b == nil {
+		s.releaseApply()
 		return err, false
 	}
-	if s.jr == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("gitstore: apply in %s: the store is closed", s.dir), false
+	s.switchMu.Lock()
+	s.releaseApply()
+	err = s.finishBatch(b)
+	s.switchMu.Unlock()
+	return err, b.flush
+}
+
+// boundJournal flushes the journal when flush says it has grown past
+// what a store flushes by itself: no Maintain runs.
+func (s *Store) boundJournal(flush bool) {
+	if !flush {
+		return
 	}
-	if s.jr.broken != nil {
-		err := s.jr.broken
+	if err := s.Flush(); err != nil {
+		s.log.Warn("gitstore: flushing the journal failed; will retry", "repo", s.dir, "err", err)
+	}
+}
+
+// releaseApply gives up applyMu and wakes the Waits that found it taken.
+func (s *Store) releaseApply() {
+	s.applyMu.Unlock()
+	s.mu.Lock()
+	close(s.applyFree)
+	s.applyFree = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// Wait returns c's result (see Result) once Apply is done with it. A
+// caller that finds no Apply at its first barrier applies every commit
+// staged so far, so concurrent callers of Wait share barriers (group
+// commit) and each gets its own commit's result.
+func (c *Staged) Wait() error {
+	s := c.s
+	for {
+		s.mu.Lock()
+		state, free := c.state, s.applyFree
+		s.mu.Unlock()
+		switch state {
+		case stagedWaiting:
+			if s.applyMu.TryLock() {
+				_, flush := s.applyHeld() // c's result is on c
+				s.boundJournal(flush)
+				continue
+			}
+			select { // an Apply at its first barrier, which began before c was staged
+			case <-c.done:
+			case <-free:
+			}
+		case stagedTaken:
+			<-c.done
+		default:
+			s.mu.Lock()
+			err := c.err
+			s.mu.Unlock()
+			return err
+		}
+	}
+}
+
+// begin takes the staged commits as a batch and makes it durable
+// (barrier 1), holding applyMu. It returns nil when there was nothing to
+// apply, or on an error, which dropped every commit staged.
+func (s *Store) begin() (*batch, error) {
+	s.mu.Lock()
+	err := s.writable("apply")
+	if err == nil && s.jr == nil {
+		err = fmt.Errorf("gitstore: apply in %s: the store is closed", s.dir)
+	}
+	if err == nil {
+		err = s.jr.broken
+	}
+	if err != nil {
 		s.dropStaged(err)
 		s.mu.Unlock()
-		return err, false
+		return nil, err
 	}
-	unfinished := s.unfinished
+	unfinished := s.unfinished != nil
 	s.mu.Unlock()
-	if unfinished != nil {
-		if err := s.finish(unfinished); err != nil {
+	if unfinished {
+		// No other change until the files of an earlier one are in place.
+		s.switchMu.Lock()
+		err := s.finishUnfinished()
+		s.switchMu.Unlock()
+		if err != nil {
 			s.mu.Lock()
 			s.dropStaged(err)
 			s.mu.Unlock()
-			return err, false
+			return nil, err
 		}
 	}
 
 	s.mu.Lock()
-	batch := s.staged
+	b := &batch{commits: s.staged}
 	s.staged = nil
+	for _, c := range b.commits {
+		c.state = stagedTaken
+	}
 	s.seq++
 	rec := &journalRecord{Seq: s.seq, Branch: s.branch}
 	s.mu.Unlock()
-	if len(batch) == 0 {
-		return nil, false
+	if len(b.commits) == 0 {
+		return nil, nil
 	}
-	fail := func(err error) (error, bool) {
+	fail := func(err error) (*batch, error) {
+		if b.temps != nil {
+			b.temps.Cleanup()
+		}
 		s.mu.Lock()
-		for _, c := range batch {
+		for _, c := range b.commits {
 			s.dropMem(c.added)
-			c.state, c.err = stagedDropped, err
+			c.resolve(stagedDropped, err)
 		}
 		s.dropStaged(err)
 		s.mu.Unlock()
-		return err, false
+		return nil, err
 	}
 
-	if !batch[0].parent.IsZero() {
-		rec.Base = batch[0].parent.String()
+	if base := b.commits[0].parent; !base.IsZero() {
+		rec.Base = base.String()
 	}
-	for _, c := range batch {
+	for _, c := range b.commits {
 		jc := journalCommit{Object: c.object}
 		for _, ch := range c.changes {
 			jch := journalChange{Path: ch.path}
@@ -178,22 +265,21 @@ func (s *Store) apply() (err error, flush bool) {
 	if err != nil {
 		return fail(err)
 	}
-	files := finalFiles(batch)
+	b.files = finalFiles(b.commits)
 
-	// Step 1: the temporary files and the record; barrier 1.
+	// The temporary files and the record; barrier 1.
 	var writes []atomicfile.File
-	var dirs []string // directories whose entries change besides the renamed files'
-	for _, f := range files {
+	for _, f := range b.files {
 		abs := filepath.Join(s.dir, filepath.FromSlash(f.path))
 		if f.remove {
-			dirs = append(dirs, filepath.Dir(abs))
+			b.dirs = append(b.dirs, filepath.Dir(abs))
 			continue
 		}
 		made, err := s.mkdirs(filepath.Dir(abs))
 		if err != nil {
 			return fail(err)
 		}
-		dirs = append(dirs, made...)
+		b.dirs = append(b.dirs, made...)
 		// The temporary file goes beside its target, so that a directory
 		// the server may not write fails the change here, before it is
 		// durable, not at the rename. One a crash leaves is skipped by
@@ -201,17 +287,15 @@ func (s *Store) apply() (err error, flush bool) {
 		// atomicfile.CleanTemps).
 		writes = append(writes, atomicfile.File{Path: abs, Data: f.data, Perm: f.perm})
 	}
-	b, err := atomicfile.Prepare(writes...)
-	if err != nil {
+	if b.temps, err = atomicfile.Prepare(writes...); err != nil {
 		return fail(err)
 	}
-	defer b.Cleanup()
 	if err := failpoint.Hit("gitstore.before-intent"); err != nil {
 		return fail(err)
 	}
 	off, err := s.jr.append(frame)
 	if err == nil {
-		err = b.Sync(s.jr.file())
+		err = b.temps.Sync(s.jr.file())
 	}
 	if err != nil {
 		if uerr := s.jr.undo(off); uerr != nil {
@@ -222,18 +306,33 @@ func (s *Store) apply() (err error, flush bool) {
 
 	// Durable: the commits will happen, here or at the next Open.
 	s.mu.Lock()
-	last := batch[len(batch)-1]
-	s.setHead(last.hash)
-	s.records = append(s.records, &appliedRecord{rec: rec, added: addedOf(batch)})
-	flush = len(s.records) >= maxJournalRecords
+	s.setHead(b.commits[len(b.commits)-1].hash)
+	s.records = append(s.records, &appliedRecord{rec: rec, added: addedOf(b.commits)})
+	b.flush = len(s.records) >= maxJournalRecords
 	s.mu.Unlock()
+	return b, nil
+}
 
-	// Step 2: the renames and removals; barrier 2.
-	err = failpoint.Hit("gitstore.after-intent")
-	if err == nil {
-		err = b.Rename()
+// finishBatch puts the files of durable batch b in place (barrier 2),
+// holding switchMu, after those of an earlier batch left unfinished.
+func (s *Store) finishBatch(b *batch) error {
+	defer b.temps.Cleanup()
+	s.mu.Lock()
+	earlier := s.unfinished
+	s.mu.Unlock()
+	if earlier != nil {
+		// An earlier batch could not be put in place: both go together,
+		// from their records' bytes, as Open would.
+		s.mu.Lock()
+		s.unfinished = &unfinishedBatch{commits: append(earlier.commits, b.commits...)}
+		s.mu.Unlock()
+		return s.finishUnfinished()
 	}
-	for _, f := range files {
+	err := failpoint.Hit("gitstore.after-intent")
+	if err == nil {
+		err = b.temps.Rename()
+	}
+	for _, f := range b.files {
 		if err == nil && f.remove {
 			if rerr := os.Remove(filepath.Join(s.dir, filepath.FromSlash(f.path))); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 				err = rerr
@@ -244,24 +343,25 @@ func (s *Store) apply() (err error, flush bool) {
 		err = failpoint.Hit("gitstore.before-barrier-2")
 	}
 	if err == nil {
-		err = b.SyncDirs(dirs...)
+		err = b.temps.SyncDirs(b.dirs...)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		ue := &UnfinishedError{Commit: last.hash.String(), Err: err}
-		s.unfinished = &unfinishedBatch{files: files, err: ue, batch: batch}
-		for _, c := range batch {
-			c.state, c.err = stagedDurable, ue
+		last := b.commits[len(b.commits)-1].hash
+		ue := &UnfinishedError{Commit: last.String(), Err: err}
+		s.unfinished = &unfinishedBatch{commits: b.commits}
+		for _, c := range b.commits {
+			c.resolve(stagedDurable, ue)
 		}
-		return ue, flush
+		return ue
 	}
-	for _, c := range batch {
-		c.state = stagedApplied
+	for _, c := range b.commits {
+		c.resolve(stagedApplied, nil)
 	}
-	s.indexFiles(files)
+	s.indexFiles(b.files)
 	s.kickMaintain()
-	return nil, flush
+	return nil
 }
 
 // maxJournalRecords is how many records a store that no Maintain flushes
@@ -269,39 +369,54 @@ func (s *Store) apply() (err error, flush bool) {
 const maxJournalRecords = 1024
 
 // appliedRecord is a record of the journal not yet flushed, with the
-// objects its commits added to memory.
+// objects its commits added to memory (and, from Open, its commits).
 type appliedRecord struct {
-	rec   *journalRecord
-	added []plumbing.Hash
+	rec     *journalRecord
+	added   []plumbing.Hash
+	commits []*Staged
 }
 
-func addedOf(batch []*Staged) []plumbing.Hash {
+func addedOf(commits []*Staged) []plumbing.Hash {
 	var out []plumbing.Hash
-	for _, c := range batch {
+	for _, c := range commits {
 		out = append(out, c.added...)
 	}
 	return out
 }
 
-// unfinishedBatch is a durable batch whose files are not all in place.
+// unfinishedBatch is the commits of durable batches whose files are not
+// all in place.
 type unfinishedBatch struct {
-	files []workFile
-	err   *UnfinishedError
-	batch []*Staged
+	commits []*Staged
 }
 
-// finish puts the files of a durable batch in place, as Open would.
-func (s *Store) finish(u *unfinishedBatch) error {
-	if _, err := s.rollForward(u.files); err != nil {
-		return fmt.Errorf("%s; putting them in place failed again: %w", u.err.Error(), err)
-	}
+// finishUnfinished puts the files of the unfinished batches in place, as
+// Open would, holding switchMu. Until it succeeds, their commits'
+// result is an *UnfinishedError.
+func (s *Store) finishUnfinished() error {
 	s.mu.Lock()
-	s.unfinished = nil
-	s.indexFiles(u.files)
-	for _, c := range u.batch {
-		c.state, c.err = stagedApplied, nil // in place now
-	}
+	u := s.unfinished
 	s.mu.Unlock()
+	if u == nil {
+		return nil
+	}
+	files := finalFiles(u.commits)
+	last := u.commits[len(u.commits)-1].hash
+	_, err := s.rollForward(files)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		ue := &UnfinishedError{Commit: last.String(), Err: err}
+		for _, c := range u.commits {
+			c.resolve(stagedDurable, ue)
+		}
+		return ue
+	}
+	s.unfinished = nil
+	s.indexFiles(files)
+	for _, c := range u.commits {
+		c.resolve(stagedApplied, nil) // in place now
+	}
 	return nil
 }
 
@@ -310,7 +425,7 @@ func (s *Store) finish(u *unfinishedBatch) error {
 func (s *Store) dropStaged(err error) {
 	for _, c := range s.staged {
 		s.dropMem(c.added)
-		c.state, c.err = stagedDropped, fmt.Errorf("gitstore: an earlier change this one was built on failed, so it was not made: %w", err)
+		c.resolve(stagedDropped, fmt.Errorf("gitstore: an earlier change this one was built on failed, so it was not made: %w", err))
 	}
 	s.staged = nil
 	s.tip = s.headHash
@@ -343,24 +458,22 @@ func (s *Store) mkdirs(dir string) ([]string, error) {
 	return changed, nil
 }
 
-// rollForward puts files in place as a durable batch leaves them, judging
-// each by what it holds: the batch's bytes, left; the bytes before the
-// batch (or nothing, where it had none), replaced; anything else, a hand
-// edit, left for a commit of hand edits. It returns the paths it changed.
+// rollForward puts files in place as durable batches leave them, judging
+// each by what it holds: the batches' last bytes, left; bytes they held
+// it at before (or nothing, where they had none), replaced; anything
+// else, a hand edit, left for a commit of hand edits. It returns the
+// paths it changed.
 func (s *Store) rollForward(files []workFile) ([]string, error) {
 	var writes []atomicfile.File
 	var changed, dirs []string
 	for _, f := range files {
 		abs := filepath.Join(s.dir, filepath.FromSlash(f.path))
-		cur, exists, err := blobOf(abs)
+		need, err := needsRollForward(abs, f)
 		if err != nil {
 			return changed, err
 		}
-		switch {
-		case f.remove && !exists, !f.remove && exists && cur == f.blob:
-			continue // in place
-		case exists && cur != f.before, !exists && !f.before.IsZero():
-			continue // changed by hand since: not the batch's to touch
+		if !need {
+			continue
 		}
 		changed = append(changed, f.path)
 		if f.remove {
@@ -389,9 +502,29 @@ func (s *Store) rollForward(files []workFile) ([]string, error) {
 	return changed, barrier.Sync(ops...)
 }
 
-// blobOf returns the blob hash of the regular file at path, and whether
-// there is one (a symbolic link or a directory counts as none to a
-// batch, which writes files).
+// needsRollForward reports whether the file at abs holds one of f's
+// earlier versions (its blob, or ZeroHash for none), not its last.
+func needsRollForward(abs string, f workFile) (bool, error) {
+	cur, exists, err := blobOf(abs)
+	if err != nil {
+		return false, err
+	}
+	if !exists {
+		cur = plumbing.ZeroHash
+	}
+	final := f.blob
+	if f.remove {
+		final = plumbing.ZeroHash
+	}
+	return cur != final && slices.Contains(f.known, cur), nil
+}
+
+// notRegular stands for what a path holds when it is there but is not a
+// regular file: no version a batch wrote, so a hand edit to it.
+var notRegular = plumbing.ComputeHash(plumbing.BlobObject, []byte("gitstore: not a regular file"))
+
+// blobOf returns the blob hash of the file at path, and whether there is
+// one (notRegular for a symbolic link, a directory or a device).
 func blobOf(path string) (plumbing.Hash, bool, error) {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -401,7 +534,7 @@ func blobOf(path string) (plumbing.Hash, bool, error) {
 		return plumbing.ZeroHash, false, err
 	}
 	if !fi.Mode().IsRegular() {
-		return plumbing.ZeroHash, true, nil
+		return notRegular, true, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,11 +39,11 @@ func changePathPoint(n string) bool {
 // number: after any crash they must all hold the same one.
 var batchFiles = []string{"a.yaml", "b.yaml", "sub/deep/c.yaml", "sub/d.yaml"}
 
-// TestHelperApplyLoop is the child of TestCrashApplyLoop: it changes the
-// repository through Stage and Apply forever, with Maintain flushing and
-// packing beside it, and prints each commit's hash once Apply returned.
-// Every fourth batch holds three commits; batch n writes n into every
-// file of batchFiles and writes or removes extra.yaml by n's parity.
+// TestHelperApplyLoop is the child of TestCrashApplyLoop: three writers
+// change the repository through Stage and Staged.Wait forever, with
+// Maintain flushing and packing beside them, each printing its commit's
+// hash once Wait returned. Commit n writes n into every file of batchFiles
+// and writes or removes extra.yaml by n's parity.
 func TestHelperApplyLoop(t *testing.T) {
 	dir := os.Getenv(applyDirEnv)
 	if dir == "" {
@@ -58,7 +59,6 @@ func TestHelperApplyLoop(t *testing.T) {
 	}
 	gitstore.SetPackIdle(20 * time.Millisecond) // packs in the loop's quiet spells
 	go s.Maintain(context.Background())
-	out := bufio.NewWriter(os.Stdout)
 	head, _ := s.Head()
 	n := 0
 	if head != "" {
@@ -68,32 +68,41 @@ func TestHelperApplyLoop(t *testing.T) {
 		}
 		n, _ = strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(string(b)), "n: "))
 	}
-	for i := 0; ; i++ {
-		var staged []*gitstore.Staged
-		for range 1 + 2*min(1, i%4/3) {
-			n++
-			var changes []gitstore.Change
-			for _, f := range batchFiles {
-				changes = append(changes, gitstore.Change{Path: f, Data: fmt.Appendf(nil, "n: %d\n", n)})
+	// Three writers at once, as a server's sessions: they take turns to
+	// stage, and share the Apply of whichever waits first, so that a
+	// batch's first barrier overlaps the last one's second.
+	var turn, print sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				turn.Lock()
+				n++
+				var changes []gitstore.Change
+				for _, f := range batchFiles {
+					changes = append(changes, gitstore.Change{Path: f, Data: fmt.Appendf(nil, "n: %d\n", n)})
+				}
+				changes = append(changes, gitstore.Change{Path: "extra.yaml", Data: fmt.Appendf(nil, "n: %d\n", n), Remove: n%2 == 0})
+				c, err := s.Stage(fmt.Sprintf("batch %d", n), changes)
+				turn.Unlock()
+				if err != nil {
+					fail(err)
+				}
+				if err := c.Wait(); err != nil {
+					fail(err)
+				}
+				print.Lock()
+				fmt.Fprintln(out, c.Hash())
+				out.Flush()
+				print.Unlock()
+				if w == 0 && i%10 == 9 {
+					time.Sleep(50 * time.Millisecond) // a quiet spell for one: the others slow, Maintain may flush
+				}
 			}
-			changes = append(changes, gitstore.Change{Path: "extra.yaml", Data: fmt.Appendf(nil, "n: %d\n", n), Remove: n%2 == 0})
-			c, err := s.Stage(fmt.Sprintf("batch %d", n), changes)
-			if err != nil {
-				fail(err)
-			}
-			staged = append(staged, c)
-		}
-		if err := s.Apply(); err != nil {
-			fail(err)
-		}
-		for _, c := range staged {
-			fmt.Fprintln(out, c.Hash())
-		}
-		out.Flush()
-		if i%10 == 9 {
-			time.Sleep(50 * time.Millisecond) // a quiet spell: Maintain flushes, then packs
-		}
+		})
 	}
+	wg.Wait()
 }
 
 // TestCrashApplyLoop SIGKILLs a child changing the repository through

@@ -304,9 +304,7 @@ func (s *Store) settle() error {
 		return nil // the method's own check says so
 	}
 	s.applyMu.Lock()
-	err, _ := s.apply()
-	s.applyMu.Unlock()
-	if err != nil {
+	if err, _ := s.applyHeld(); err != nil { // the flush below bounds the journal
 		return err
 	}
 	return s.flush()

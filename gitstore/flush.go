@@ -106,30 +106,33 @@ func (s *Store) Flush() error {
 
 // flush is Flush, for a caller that holds flushMu.
 func (s *Store) flush() error {
+	// No batch at its first barrier (applyMu) or its second (switchMu):
+	// every record appended is switched, or unfinished.
 	s.applyMu.Lock()
+	s.switchMu.Lock()
+	release := func() {
+		s.switchMu.Unlock()
+		s.releaseApply()
+	}
 	s.mu.Lock()
 	if s.jr == nil {
 		s.mu.Unlock()
-		s.applyMu.Unlock()
+		release()
 		return nil
 	}
-	if u := s.unfinished; u != nil {
-		s.mu.Unlock()
-		err := s.finish(u)
-		s.mu.Lock()
-		if err != nil {
-			s.mu.Unlock()
-			s.applyMu.Unlock()
-			return err
-		}
+	s.mu.Unlock()
+	if err := s.finishUnfinished(); err != nil {
+		release()
+		return err
 	}
+	s.mu.Lock()
 	if s.retiring == nil && len(s.records) > 0 {
 		s.retiring, s.records = s.records, nil
 		s.jr.rotate()
 	}
 	recs := s.retiring
 	s.mu.Unlock()
-	s.applyMu.Unlock()
+	release()
 	if len(recs) == 0 {
 		return nil
 	}

@@ -133,21 +133,24 @@ const (
 
 // Store is one config directory and its repository.
 type Store struct {
-	// Locks, taken in this order: flushMu, then applyMu, then mu.
-	// mu is held by every exported method but Dir and Repairs, briefly:
+	// Locks, taken in this order: flushMu, applyMu, switchMu, mu. mu is
+	// held by every exported method but Dir and Repairs, briefly:
 	// go-git's storage is not safe for concurrent use, and a server reads
 	// history for one client while it commits for another. applyMu is
-	// held by Apply through its barriers, when mu is not; flushMu by a
-	// flush or packing, which take the others only for moments.
-	mu, applyMu, flushMu sync.Mutex
-	dir, gitDir          string
-	opts                 Options
-	log                  *slog.Logger
-	repo                 *git.Repository
-	storage              *filesystem.Storage
-	branch               string // refs/heads/…
-	repairs              []string
-	loose                int // loose objects: -1 until the first Commit counts them, then added to by each
+	// held by an Apply through its first barrier, switchMu through its
+	// second (so the next batch's first barrier may overlap it), when mu
+	// is not; flushMu by a flush or packing, which take the others only
+	// for moments.
+	mu, applyMu, switchMu, flushMu sync.Mutex
+	applyFree                      chan struct{} // closed, and made anew, each time applyMu is given up
+	dir, gitDir                    string
+	opts                           Options
+	log                            *slog.Logger
+	repo                           *git.Repository
+	storage                        *filesystem.Storage
+	branch                         string // refs/heads/…
+	repairs                        []string
+	loose                          int // loose objects: -1 until the first Commit counts them, then added to by each
 	// overlay holds the refs the store knows better than the disk: the
 	// branch, as the journal moves it, and those a ReadOnly Open
 	// repaired in memory only; overlayConfig the config, when it repaired
@@ -277,7 +280,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s := &Store{dir: abs, gitDir: filepath.Join(abs, ".git"), opts: o, log: o.Logger,
 		overlay: map[plumbing.ReferenceName]*plumbing.Reference{},
 		mem:     map[plumbing.Hash]*memObject{}, trees: map[plumbing.Hash][]object.TreeEntry{},
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), applyFree: make(chan struct{})}
 	if _, err := os.Stat(filepath.Join(s.gitDir, "config")); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w (run the server once to install the home)", abs, ErrNotRepo)
@@ -393,12 +396,14 @@ func (s *Store) Close() error {
 	if s.jr != nil {
 		err = s.flush()
 		s.applyMu.Lock()
+		s.switchMu.Lock()
 		s.mu.Lock()
 		s.dropStaged(fmt.Errorf("gitstore: %s was closed", s.dir))
 		err = errors.Join(err, s.jr.close())
 		s.jr = nil
 		s.mu.Unlock()
-		s.applyMu.Unlock()
+		s.switchMu.Unlock()
+		s.releaseApply()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

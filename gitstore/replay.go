@@ -28,7 +28,7 @@ func (s *Store) replay() ([]*appliedRecord, error) {
 	var chain []*appliedRecord
 	inChain := map[plumbing.Hash]bool{}
 	var prev plumbing.Hash
-	var lastFiles []workFile
+	var last []*Staged // the commits of the last two records, which may not be in place
 	for i, r := range recs {
 		base := plumbing.ZeroHash
 		if r.Base != "" {
@@ -42,10 +42,10 @@ func (s *Store) replay() ([]*appliedRecord, error) {
 				s.repaired("ignored journal records from %s on: their base %s is not in the repository", r.Base, base)
 				break
 			}
-			chain, lastFiles = nil, nil
+			chain, last = nil, nil
 			clear(inChain)
 		}
-		ar, files, err := s.rebuild(r, base)
+		ar, commits, err := s.rebuild(r, base)
 		if err != nil {
 			s.repaired("ignored journal records from sequence %d on: %v", r.Seq, err)
 			break
@@ -55,7 +55,11 @@ func (s *Store) replay() ([]*appliedRecord, error) {
 			inChain[plumbing.ComputeHash(plumbing.CommitObject, c.Object)] = true
 		}
 		chain = append(chain, ar)
-		lastFiles = files
+		ar.commits = commits
+		last = last[:0]
+		for _, c := range chain[max(0, len(chain)-2):] {
+			last = append(last, c.commits...)
+		}
 		prev = plumbing.ComputeHash(plumbing.CommitObject, r.Commits[len(r.Commits)-1].Object)
 		s.seq = max(s.seq, r.Seq)
 	}
@@ -72,9 +76,12 @@ func (s *Store) replay() ([]*appliedRecord, error) {
 		// same; they are in the repository already, or dangling.
 		return chain, nil
 	}
+	// A batch's first barrier may overlap the last one's second: the last
+	// two records may not be in place.
+	lastFiles := finalFiles(last)
 	if s.opts.ReadOnly {
 		for _, f := range lastFiles {
-			if changed, err := s.needsRollForward(f); err == nil && changed {
+			if changed, err := needsRollForward(filepath.Join(s.dir, filepath.FromSlash(f.path)), f); err == nil && changed {
 				s.repaired("rolled forward the change interrupted before its files were in place (commit %s)", prev)
 				break
 			}
@@ -92,25 +99,9 @@ func (s *Store) replay() ([]*appliedRecord, error) {
 	return chain, nil
 }
 
-// needsRollForward reports whether rollForward would change f.
-func (s *Store) needsRollForward(f workFile) (bool, error) {
-	cur, exists, err := blobOf(filepath.Join(s.dir, filepath.FromSlash(f.path)))
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case f.remove && !exists, !f.remove && exists && cur == f.blob:
-		return false, nil
-	case exists && cur != f.before, !exists && !f.before.IsZero():
-		return false, nil
-	}
-	return true, nil
-}
-
 // rebuild builds the objects of record r on base in memory and checks
-// them against its commits, and returns the record and the files it
-// leaves, with their blobs at base.
-func (s *Store) rebuild(r *journalRecord, base plumbing.Hash) (*appliedRecord, []workFile, error) {
+// them against its commits, and returns the record and its commits.
+func (s *Store) rebuild(r *journalRecord, base plumbing.Hash) (*appliedRecord, []*Staged, error) {
 	blobs := map[plumbing.Hash][]byte{}
 	for _, b := range r.Blobs {
 		blobs[plumbing.ComputeHash(plumbing.BlobObject, b)] = b
@@ -144,7 +135,7 @@ func (s *Store) rebuild(r *journalRecord, base plumbing.Hash) (*appliedRecord, [
 			return nil, nil, fmt.Errorf("commit %s does not follow %s", obj.Hash(), want)
 		}
 		edits := make([]treeEdit, 0, len(jc.Changes))
-		st := &Staged{s: s, hash: obj.Hash(), parent: parent}
+		st := &Staged{s: s, hash: obj.Hash(), parent: parent, done: make(chan struct{})}
 		for _, ch := range jc.Changes {
 			e := treeEdit{path: ch.Path, remove: ch.Blob == ""}
 			if !e.remove {
@@ -187,5 +178,5 @@ func (s *Store) rebuild(r *journalRecord, base plumbing.Hash) (*appliedRecord, [
 	if len(batch) == 0 {
 		return nil, nil, errors.New("a record with no commit")
 	}
-	return ar, finalFiles(batch), nil
+	return ar, batch, nil
 }

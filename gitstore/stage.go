@@ -34,9 +34,10 @@ type stagedState int
 
 const (
 	stagedWaiting stagedState = iota // built in memory; the next Apply takes it
+	stagedTaken                      // in a batch before its first barrier returned
 	stagedApplied                    // durable, and its files in place
-	stagedDurable                    // durable, its files not all in place: Unfinished
-	stagedDropped                    // never to be written: Err says why
+	stagedDurable                    // durable, its files not all in place: an *UnfinishedError
+	stagedDropped                    // never to be written: err says why
 )
 
 // Staged is a commit Stage built in memory. Apply makes it durable and puts
@@ -48,8 +49,22 @@ type Staged struct {
 	object  []byte        // the commit object's contents
 	changes []stagedChange
 	added   []plumbing.Hash // objects this commit added to memory
-	state   stagedState
-	err     error
+	// Under s.mu: where the commit is, its result, and done, closed once
+	// Apply is done with it.
+	state    stagedState
+	err      error
+	done     chan struct{}
+	resolved bool
+}
+
+// resolve sets c's state and result and, the first time, closes done.
+// The caller holds s.mu.
+func (c *Staged) resolve(state stagedState, err error) {
+	c.state, c.err = state, err
+	if !c.resolved {
+		c.resolved = true
+		close(c.done)
+	}
 }
 
 // stagedChange is one path of a staged commit.
@@ -74,7 +89,7 @@ func (c *Staged) Hash() string { return c.hash.String() }
 func (c *Staged) Result() (done bool, err error) {
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	return c.state != stagedWaiting, c.err
+	return c.state != stagedWaiting && c.state != stagedTaken, c.err
 }
 
 // Stage builds, in memory, a commit with message msg that changes the
@@ -141,7 +156,7 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 		s.dropMem(added)
 		return nil, nil
 	}
-	c := &Staged{s: s, parent: s.tip}
+	c := &Staged{s: s, parent: s.tip, done: make(chan struct{})}
 	for i := range edits {
 		e := &edits[i]
 		c.changes = append(c.changes, stagedChange{path: e.path, blob: e.blob, mode: e.mode, perm: e.perm, data: e.data, before: e.before})

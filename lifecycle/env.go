@@ -42,27 +42,15 @@ type Env struct {
 
 	once sync.Once
 	turn chan struct{} // held while a transaction's function runs and its commit is staged
-	mu   sync.Mutex    // guards the fields below
-	// waiting are the transactions staged and not yet answered, in turn
-	// order; committing is set while one of their callers applies them.
-	waiting    []*member
-	committing bool
-	// pending holds, for each path a waiting transaction wrote, what the
-	// last of them staged, so that later transactions read it.
+	mu   sync.Mutex    // guards pending
+	// pending holds, for each path a transaction not yet in place wrote,
+	// what the last of them staged, so that later transactions read it.
 	pending map[string]pendingWrite
 	state   func() statefile.State         // nil outside a Harness
 	route   func(*mcp.ServerSession) Route // nil outside a Harness
 }
 
-// member is a transaction waiting to be answered.
-type member struct {
-	staged *gitstore.Staged
-	lead   chan struct{} // the caller is to apply the waiting commits
-	done   chan struct{} // err is set
-	err    error
-}
-
-// pendingWrite is a path as a waiting transaction left it.
+// pendingWrite is a path as a transaction not yet in place left it.
 type pendingWrite struct {
 	staged  *gitstore.Staged
 	data    []byte
@@ -115,28 +103,37 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
-	m, paths, err := e.prepare(msg, fn)
+	staged, paths, err := e.prepare(msg, fn)
 	if err != nil {
 		return "", e.failed(msg, paths, "unchanged", err)
 	}
-	if m == nil {
+	if staged == nil {
 		return "", nil
 	}
-	if err := e.wait(m); err != nil {
+	if beforeWait != nil {
+		beforeWait()
+	}
+	err = staged.Wait()
+	e.forget(staged)
+	if err != nil {
 		var ue *gitstore.UnfinishedError
 		if errors.As(err, &ue) {
-			return m.staged.Hash(), withRemedy(fmt.Errorf("lifecycle: %q is committed as %s, but: %w", msg, ue.Commit, err), e.Home)
+			return staged.Hash(), withRemedy(fmt.Errorf("lifecycle: %q is committed as %s, but: %w", msg, ue.Commit, err), e.Home)
 		}
 		return "", e.failed(msg, paths, "unchanged", err)
 	}
-	return m.staged.Hash(), nil
+	return staged.Hash(), nil
 }
+
+// beforeWait, when set, runs before each Update waits for its commit
+// (tests).
+var beforeWait func()
 
 // prepare runs fn with a transaction and stages its commit, holding the
 // turn, which it gives up when it returns or fn panics. It returns the
-// waiting member, or nil when fn changed nothing, and the absolute paths
+// staged commit, or nil when fn changed nothing, and the absolute paths
 // fn wrote.
-func (e *Env) prepare(msg string, fn func(tx *Tx) error) (*member, []string, error) {
+func (e *Env) prepare(msg string, fn func(tx *Tx) error) (*gitstore.Staged, []string, error) {
 	defer func() { <-e.turn }()
 	tx := &Tx{env: e, writes: map[string]*txWrite{}}
 	defer func() { tx.closed = true }()
@@ -161,82 +158,32 @@ func (e *Env) prepare(msg string, fn func(tx *Tx) error) (*member, []string, err
 	if staged == nil {
 		return nil, abs, nil
 	}
-	m := &member{staged: staged, lead: make(chan struct{}, 1), done: make(chan struct{})}
 	e.mu.Lock()
 	for _, c := range changes {
 		e.pending[c.Path] = pendingWrite{staged: staged, data: c.Data, removed: c.Remove}
 	}
-	e.waiting = append(e.waiting, m)
 	e.mu.Unlock()
-	return m, abs, nil
+	return staged, abs, nil
 }
 
-// wait returns when m's commit is durable and its files in place, or has
-// failed. The first caller to find no batch being applied applies every
-// waiting commit (gitstore.Store.Apply), answers those it applied, and
-// hands the work to one still waiting.
-func (e *Env) wait(m *member) error {
+// forget drops what pending holds for paths whose last writer was staged,
+// once its files are in place.
+func (e *Env) forget(staged *gitstore.Staged) {
+	if !inPlace(staged) {
+		return
+	}
 	e.mu.Lock()
-	lead := !e.committing
-	e.committing = true
-	e.mu.Unlock()
-	if !lead {
-		select {
-		case <-m.done:
-			return m.err
-		case <-m.lead:
-		}
-	}
-	for {
-		if beforeApply != nil {
-			beforeApply()
-		}
-		_ = e.Store.Apply() // each commit's result is on its Staged
-		e.mu.Lock()
-		e.answer()
-		select {
-		case <-m.done:
-			if len(e.waiting) > 0 {
-				e.waiting[0].lead <- struct{}{}
-			} else {
-				e.committing = false
-			}
-			e.mu.Unlock()
-			return m.err
-		default:
-		}
-		e.mu.Unlock()
-	}
-}
-
-// beforeApply, when set, runs before each Apply of wait (tests).
-var beforeApply func()
-
-// answer answers every waiting transaction whose commit Apply is done
-// with, and forgets what they staged. The caller holds e.mu.
-func (e *Env) answer() {
-	keep := e.waiting[:0]
-	for _, w := range e.waiting {
-		done, err := w.staged.Result()
-		if !done {
-			keep = append(keep, w)
-			continue
-		}
-		w.err = err
-		close(w.done)
-	}
-	clear(e.waiting[len(keep):])
-	e.waiting = keep
+	defer e.mu.Unlock()
 	for p, w := range e.pending {
-		if inPlace(w.staged) {
+		if w.staged == staged || inPlace(w.staged) {
 			delete(e.pending, p)
 		}
 	}
 }
 
 // inPlace reports whether the files of c's commit are on disk, or never
-// will be: it is done with, and not durable with its files still to be
-// put in place (those are read from pending until they are).
+// will be: Apply is done with it, and it is not durable with its files
+// still to be put in place (those are read from pending until they are).
 func inPlace(c *gitstore.Staged) bool {
 	done, err := c.Result()
 	var ue *gitstore.UnfinishedError

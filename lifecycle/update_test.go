@@ -9,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/fstest"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -148,12 +148,6 @@ func TestUpdateMisuse(t *testing.T) {
 		})
 	}
 }
-
-// How long tests poll for what other goroutines do, and how often.
-const (
-	testTimeout = 30 * time.Second
-	pollEvery   = time.Millisecond
-)
 
 // TestUpdatePanics: a panic in fn writes nothing, gives up the turn, and
 // continues in the caller with its own value.
@@ -302,10 +296,15 @@ func TestHandEditsAreNotSwept(t *testing.T) {
 func TestConcurrentUpdatesShareBarriers(t *testing.T) {
 	env, _, _ := openUpdateHome(t)
 	const n = 8
+	// Every caller waits until all are staged: whichever applies first
+	// then takes them all.
 	gate := make(chan struct{})
-	var once sync.Once
-	defer lifecycle.SetBeforeApply(func() {
-		once.Do(func() { <-gate }) // the first caller waits until all are staged
+	var staged atomic.Int32
+	defer lifecycle.SetBeforeWait(func() {
+		if staged.Add(1) == n {
+			close(gate)
+		}
+		<-gate
 	})()
 	var c barrier.Counter
 	defer barrier.SetCounter(barrier.SetCounter(&c))
@@ -325,8 +324,6 @@ func TestConcurrentUpdatesShareBarriers(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
-	require.Eventually(t, func() bool { return lifecycle.Waiting(env) == n }, testTimeout, pollEvery)
-	close(gate)
 	wg.Wait()
 	assert.Equal(t, int64(2), c.Barriers(), "one batch, two barriers")
 
