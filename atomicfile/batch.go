@@ -132,8 +132,9 @@ func Prepare(files ...File) (*Batch, error) {
 }
 
 // Sync fsyncs every temporary file (but those of NoSync files) and every
-// file of also, at once: one barrier. An error names the file whose fsync
-// failed (the target, for a temporary file).
+// file of also (a directory opened with os.Open is fsynced too), at once:
+// one barrier. An error names the file whose fsync failed (the target, for
+// a temporary file).
 func (b *Batch) Sync(also ...*os.File) error {
 	if len(b.files) > 0 {
 		if err := failpoint.Hit("atomicfile.before-fsync"); err != nil {
@@ -179,6 +180,11 @@ func (b *Batch) Rename() error {
 	}
 	return nil
 }
+
+// Dirs returns the directories of the files renamed so far (but NoSync
+// files), each once: what SyncDirs fsyncs, for a caller that fsyncs them
+// in a barrier of its own.
+func (b *Batch) Dirs() []string { return slices.Clone(b.dirs) }
 
 // SyncDirs fsyncs the directory of every renamed file (but NoSync files)
 // and every directory of also, each once, at once: one barrier.
