@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -85,25 +86,26 @@ func finalFiles(commits []*Staged) []workFile {
 	return out
 }
 
-// batch is what one Apply writes: its commits, and the files it puts in
-// place, staged as temporary files.
+// batch is what one barrier makes durable: its commits, and the files it
+// puts in place, staged as temporary files.
 type batch struct {
+	seq     uint64 // of its journal record
+	rec     *journalRecord
 	commits []*Staged
 	files   []workFile
 	temps   *atomicfile.Batch
 	dirs    []string // directories whose entries change besides the renamed files'
-	flush   bool     // the journal has grown past what a store flushes by itself
 }
 
 // Apply makes every commit staged so far durable and puts their files in
 // place in the work tree, in two ordered barriers (DESIGN.md, "Issue 20:
 // the change path"): the batch's record in the journal and a temporary
 // file for each path it writes, fsynced at once; then the renames and
-// removals, and an fsync of each directory they changed. It returns
-// when the last barrier has. Commits staged while it runs wait for the
-// next Apply, whose first barrier may run while this one is in its
-// second. The repository itself is written later, by Maintain or Close
-// (Flush). Staged.Wait is Apply for concurrent callers: they share it.
+// removals, and an fsync of each directory they changed. It returns when
+// the last barrier has. Under load one barrier serves two batches: the
+// second barrier of one is the first of the next (Staged.Wait, which is
+// Apply for concurrent callers: they share it). The repository itself is
+// written later, by Maintain or Close (Flush).
 //
 // On an error before the first barrier returned, nothing was written:
 // every commit staged so far, those staged during the call too, is
@@ -111,33 +113,38 @@ type batch struct {
 // After it, the commits are durable: HEAD names the last, and when their
 // files cannot all be put in place the error is an *UnfinishedError.
 func (s *Store) Apply() error {
-	s.applyMu.Lock()
-	err, flush := s.applyHeld()
-	s.boundJournal(flush)
-	return err
-}
-
-// applyHeld is Apply for a caller that holds applyMu, which it gives up
-// once the batch is durable: the next batch's first barrier may then
-// overlap this one's second, which switchMu keeps in order. flush
-// reports that the journal has grown past what a store flushes by itself.
-func (s *Store) applyHeld() (err error, flush bool) {
-	b, err := s.begin()
-	if b == nil {
-		s.releaseApply()
-		return err, false
+	s.mu.Lock()
+	target := slices.Clone(s.staged)
+	s.mu.Unlock()
+	s.loopMu.Lock()
+	if err := s.finishUnfinished(); err != nil {
+		s.mu.Lock()
+		s.dropStaged(err)
+		s.mu.Unlock()
 	}
-	s.switchMu.Lock()
-	s.releaseApply()
-	err = s.finishBatch(b)
-	s.switchMu.Unlock()
-	return err, b.flush
+	s.runLoop(func() bool { return allDone(target) && s.renamed == nil })
+	s.boundJournal()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range target {
+		if c.err != nil {
+			return c.err
+		}
+	}
+	if len(target) == 0 && s.unfinished != nil {
+		return &UnfinishedError{Commit: s.unfinished.commits[len(s.unfinished.commits)-1].hash.String(), Err: s.unfinishedErr}
+	}
+	return nil
 }
 
-// boundJournal flushes the journal when flush says it has grown past
-// what a store flushes by itself: no Maintain runs.
-func (s *Store) boundJournal(flush bool) {
-	if !flush {
+// boundJournal flushes the journal when it has grown past what a store
+// flushes by itself: no Maintain runs.
+func (s *Store) boundJournal() {
+	s.mu.Lock()
+	due := s.flushDue
+	s.flushDue = false
+	s.mu.Unlock()
+	if !due {
 		return
 	}
 	if err := s.Flush(); err != nil {
@@ -145,51 +152,104 @@ func (s *Store) boundJournal(flush bool) {
 	}
 }
 
-// releaseApply gives up applyMu and wakes the Waits that found it taken.
-func (s *Store) releaseApply() {
-	s.applyMu.Unlock()
-	s.mu.Lock()
-	close(s.applyFree)
-	s.applyFree = make(chan struct{})
-	s.mu.Unlock()
+// allDone reports whether Apply is done with every commit of cs. The
+// caller holds s.mu.
+func allDone(cs []*Staged) bool {
+	for _, c := range cs {
+		if c.state == stagedWaiting || c.state == stagedTaken {
+			return false
+		}
+	}
+	return true
 }
 
 // Wait returns c's result (see Result) once Apply is done with it. A
-// caller that finds no Apply at its first barrier applies every commit
-// staged so far, so concurrent callers of Wait share barriers (group
-// commit) and each gets its own commit's result.
+// caller that finds no one applying applies every commit staged so far;
+// one that finds a caller or the store's committer applying waits for
+// it. Concurrent callers of Wait so share barriers (group commit), and
+// each gets its own commit's result.
 func (c *Staged) Wait() error {
 	s := c.s
 	for {
 		s.mu.Lock()
-		state, free := c.state, s.applyFree
+		done, err, free := c.resolved, c.err, s.loopFree
 		s.mu.Unlock()
-		switch state {
-		case stagedWaiting:
-			if s.applyMu.TryLock() {
-				_, flush := s.applyHeld() // c's result is on c
-				s.boundJournal(flush)
-				continue
-			}
-			select { // an Apply at its first barrier, which began before c was staged
-			case <-c.done:
-			case <-free:
-			}
-		case stagedTaken:
-			<-c.done
-		default:
-			s.mu.Lock()
-			err := c.err
-			s.mu.Unlock()
+		if done {
 			return err
+		}
+		if s.loopMu.TryLock() {
+			s.runLoop(func() bool { return c.resolved })
+			s.boundJournal()
+			continue
+		}
+		select {
+		case <-c.done:
+		case <-free: // whoever applied has stopped: apply, or wait for the next
 		}
 	}
 }
 
-// begin takes the staged commits as a batch and makes it durable
-// (barrier 1), holding applyMu. It returns nil when there was nothing to
-// apply, or on an error, which dropped every commit staged.
-func (s *Store) begin() (*batch, error) {
+// runLoop makes barriers, holding loopMu (which it gives up), until
+// until (called under s.mu) holds or nothing is left to do. Work left
+// then goes to the store's committer, a goroutine that makes barriers as
+// long as there are commits to apply: under load the caller that started
+// applying returns once its own commit is done, and the barriers go on
+// without a pause.
+func (s *Store) runLoop(until func() bool) {
+	for {
+		s.mu.Lock()
+		stop := until()
+		s.mu.Unlock()
+		if stop || !s.iterate() {
+			break
+		}
+	}
+	s.mu.Lock()
+	if (len(s.staged) > 0 || s.renamed != nil) && !s.committer {
+		s.committer = true
+		s.commitWG.Add(1)
+		go s.commitLoop()
+	}
+	s.mu.Unlock()
+	s.releaseLoop()
+}
+
+// commitLoop is the committer: it makes barriers while there are commits
+// to apply. Close waits for it.
+func (s *Store) commitLoop() {
+	defer s.commitWG.Done()
+	for {
+		s.loopMu.Lock()
+		for s.iterate() {
+		}
+		s.mu.Lock()
+		more := len(s.staged) > 0 || s.renamed != nil
+		if !more {
+			s.committer = false
+		}
+		s.mu.Unlock()
+		s.releaseLoop()
+		if !more {
+			return // a journal grown too long is flushed by the next Apply or Wait
+		}
+	}
+}
+
+// releaseLoop gives up loopMu and wakes the callers of Wait that found it
+// held.
+func (s *Store) releaseLoop() {
+	s.loopMu.Unlock()
+	s.mu.Lock()
+	close(s.loopFree)
+	s.loopFree = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// iterate makes one barrier: the first of the commits staged now (their
+// record and temporary files), and the second of the batch renamed by the
+// last iteration (its directories). It returns false when there was
+// nothing to do. The caller holds loopMu.
+func (s *Store) iterate() bool {
 	s.mu.Lock()
 	err := s.writable("apply")
 	if err == nil && s.jr == nil {
@@ -201,49 +261,238 @@ func (s *Store) begin() (*batch, error) {
 	if err != nil {
 		s.dropStaged(err)
 		s.mu.Unlock()
-		return nil, err
+		return false
 	}
-	unfinished := s.unfinished != nil
+	unfinished, prev := s.unfinished != nil, s.renamed
 	s.mu.Unlock()
 	if unfinished {
 		// No other change until the files of an earlier one are in place.
-		s.switchMu.Lock()
-		err := s.finishUnfinished()
-		s.switchMu.Unlock()
-		if err != nil {
+		if err := s.finishUnfinished(); err != nil {
 			s.mu.Lock()
 			s.dropStaged(err)
 			s.mu.Unlock()
-			return nil, err
+			return false
 		}
 	}
+	s.gather()
+	next, err := s.takeStaged()
+	if err != nil {
+		next = nil // dropped, with the error on each commit
+	}
+	if next == nil && prev == nil {
+		return err != nil // a dropped batch is progress: its waiters have their answer
+	}
 
+	// The barrier: the next batch's record and temporary files, and the
+	// last batch's directories.
+	var also []*os.File
+	var dirs []*os.File
+	if prev != nil {
+		if err := failpoint.Hit("gitstore.before-barrier-2"); err != nil {
+			s.unfinish(prev, err)
+			prev = nil
+		}
+	}
+	if prev != nil {
+		for _, d := range slices.Concat(prev.temps.Dirs(), prev.dirs) {
+			if slices.ContainsFunc(dirs, func(f *os.File) bool { return f.Name() == d }) {
+				continue
+			}
+			f, err := os.Open(d)
+			if err != nil {
+				s.unfinish(prev, err)
+				prev = nil
+				break
+			}
+			dirs = append(dirs, f)
+		}
+	}
+	defer func() {
+		for _, f := range dirs {
+			f.Close()
+		}
+	}()
+	if prev != nil {
+		also = append(also, dirs...)
+	}
+	var off int64
+	if next != nil {
+		s.jrMu.Lock()
+		defer s.jrMu.Unlock()
+		next.rec = next.record(s)
+		frame, err := encodeRecord(next.rec)
+		if err == nil {
+			err = failpoint.Hit("gitstore.before-intent")
+		}
+		if err == nil {
+			off, err = s.jr.append(frame)
+			if err != nil {
+				err = errors.Join(err, s.jr.undo(off))
+			}
+		}
+		if err != nil {
+			s.fail(next, err)
+			next = nil
+		} else {
+			also = append(also, s.jr.file())
+		}
+	}
+	var temps *atomicfile.Batch
+	if next != nil {
+		temps = next.temps
+	} else {
+		temps, _ = atomicfile.Prepare()
+	}
+	if prev == nil && next == nil {
+		return true
+	}
+	err = temps.Sync(also...)
+	if err != nil {
+		if next != nil {
+			if uerr := s.jr.undo(off); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+			s.fail(next, err)
+			next = nil
+		}
+		if prev != nil {
+			s.unfinish(prev, err)
+			prev = nil
+		}
+		return true
+	}
+	s.mu.Lock()
+	if prev != nil {
+		for _, c := range prev.commits {
+			c.resolve(stagedApplied, nil)
+		}
+		s.answered = len(prev.commits)
+		s.indexFiles(prev.files)
+		s.markSwitched(prev.seq)
+		s.renamed = nil
+		s.kickMaintain()
+	}
+	if next != nil {
+		// Durable: the commits will happen, here or at the next Open.
+		s.setHead(next.commits[len(next.commits)-1].hash)
+		s.records = append(s.records, &appliedRecord{rec: next.rec, added: addedOf(next.commits)})
+		s.flushDue = len(s.records) >= maxJournalRecords
+	}
+	s.mu.Unlock()
+	if prev != nil {
+		prev.temps.Cleanup()
+	}
+	if next == nil {
+		return true
+	}
+
+	// The renames and removals; their directories go in the next barrier.
+	err = failpoint.Hit("gitstore.after-intent")
+	if err == nil {
+		err = next.temps.Rename()
+	}
+	for _, f := range next.files {
+		if err == nil && f.remove {
+			if rerr := os.Remove(filepath.Join(s.dir, filepath.FromSlash(f.path))); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = rerr
+			}
+		}
+	}
+	if err != nil {
+		s.unfinish(next, err)
+		return true
+	}
+	s.mu.Lock()
+	s.renamed = next
+	s.mu.Unlock()
+	return true
+}
+
+// gatherFor is how long a barrier waits for the callers the last one
+// answered to stage their next commits. A variable for the benchmarks.
+var gatherFor = 200 * time.Microsecond
+
+// gather waits, for at most gatherFor, until as many commits are staged
+// as the last barrier answered: under load the callers it answered come
+// back with their next change within some tens of microseconds, and a
+// barrier that takes them all serves more changes for the same wait on
+// the disk. A lone caller never waits: its commit is answered by the
+// barrier that ends its call.
+func (s *Store) gather() {
+	s.mu.Lock()
+	n := s.answered
+	s.answered = 0
+	s.mu.Unlock()
+	if n < 2 {
+		return
+	}
+	deadline := time.Now().Add(gatherFor)
+	for {
+		s.mu.Lock()
+		enough := len(s.staged) >= n
+		s.mu.Unlock()
+		left := time.Until(deadline)
+		if enough || left <= 0 {
+			return
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-s.stagedSignal:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// takeStaged takes the commits staged as the next batch, builds its
+// record and writes its temporary files. It returns nil when nothing is
+// staged; on an error, the batch is dropped.
+func (s *Store) takeStaged() (*batch, error) {
 	s.mu.Lock()
 	b := &batch{commits: s.staged}
 	s.staged = nil
 	for _, c := range b.commits {
 		c.state = stagedTaken
 	}
-	s.seq++
-	rec := &journalRecord{Seq: s.seq, Branch: s.branch}
-	s.mu.Unlock()
 	if len(b.commits) == 0 {
+		s.mu.Unlock()
 		return nil, nil
 	}
-	fail := func(err error) (*batch, error) {
-		if b.temps != nil {
-			b.temps.Cleanup()
+	s.seq++
+	b.seq = s.seq
+	s.mu.Unlock()
+	b.files = finalFiles(b.commits)
+	var writes []atomicfile.File
+	for _, f := range b.files {
+		abs := filepath.Join(s.dir, filepath.FromSlash(f.path))
+		if f.remove {
+			b.dirs = append(b.dirs, filepath.Dir(abs))
+			continue
 		}
-		s.mu.Lock()
-		for _, c := range b.commits {
-			s.dropMem(c.added)
-			c.resolve(stagedDropped, err)
+		made, err := s.mkdirs(filepath.Dir(abs))
+		if err != nil {
+			s.fail(b, err)
+			return nil, err
 		}
-		s.dropStaged(err)
-		s.mu.Unlock()
+		b.dirs = append(b.dirs, made...)
+		// The temporary file goes beside its target, so that a directory
+		// the server may not write fails the change here, before it is
+		// durable, not at the rename. One a crash leaves is skipped by
+		// Commit and Dirty, and removed by recovery.Run (or
+		// atomicfile.CleanTemps).
+		writes = append(writes, atomicfile.File{Path: abs, Data: f.data, Perm: f.perm})
+	}
+	var err error
+	if b.temps, err = atomicfile.Prepare(writes...); err != nil {
+		s.fail(b, err)
 		return nil, err
 	}
+	return b, nil
+}
 
+// record returns the journal record of b.
+func (b *batch) record(s *Store) *journalRecord {
+	rec := &journalRecord{Seq: b.seq, Branch: s.branch}
 	if base := b.commits[0].parent; !base.IsZero() {
 		rec.Base = base.String()
 	}
@@ -261,107 +510,58 @@ func (s *Store) begin() (*batch, error) {
 		}
 		rec.Commits = append(rec.Commits, jc)
 	}
-	frame, err := encodeRecord(rec)
-	if err != nil {
-		return fail(err)
-	}
-	b.files = finalFiles(b.commits)
-
-	// The temporary files and the record; barrier 1.
-	var writes []atomicfile.File
-	for _, f := range b.files {
-		abs := filepath.Join(s.dir, filepath.FromSlash(f.path))
-		if f.remove {
-			b.dirs = append(b.dirs, filepath.Dir(abs))
-			continue
-		}
-		made, err := s.mkdirs(filepath.Dir(abs))
-		if err != nil {
-			return fail(err)
-		}
-		b.dirs = append(b.dirs, made...)
-		// The temporary file goes beside its target, so that a directory
-		// the server may not write fails the change here, before it is
-		// durable, not at the rename. One a crash leaves is skipped by
-		// Commit and Dirty, and removed by recovery.Run (or
-		// atomicfile.CleanTemps).
-		writes = append(writes, atomicfile.File{Path: abs, Data: f.data, Perm: f.perm})
-	}
-	if b.temps, err = atomicfile.Prepare(writes...); err != nil {
-		return fail(err)
-	}
-	if err := failpoint.Hit("gitstore.before-intent"); err != nil {
-		return fail(err)
-	}
-	off, err := s.jr.append(frame)
-	if err == nil {
-		err = b.temps.Sync(s.jr.file())
-	}
-	if err != nil {
-		if uerr := s.jr.undo(off); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
-		return fail(err)
-	}
-
-	// Durable: the commits will happen, here or at the next Open.
-	s.mu.Lock()
-	s.setHead(b.commits[len(b.commits)-1].hash)
-	s.records = append(s.records, &appliedRecord{rec: rec, added: addedOf(b.commits)})
-	b.flush = len(s.records) >= maxJournalRecords
-	s.mu.Unlock()
-	return b, nil
+	return rec
 }
 
-// finishBatch puts the files of durable batch b in place (barrier 2),
-// holding switchMu, after those of an earlier batch left unfinished.
-func (s *Store) finishBatch(b *batch) error {
-	defer b.temps.Cleanup()
-	s.mu.Lock()
-	earlier := s.unfinished
-	s.mu.Unlock()
-	if earlier != nil {
-		// An earlier batch could not be put in place: both go together,
-		// from their records' bytes, as Open would.
-		s.mu.Lock()
-		s.unfinished = &unfinishedBatch{commits: append(earlier.commits, b.commits...)}
-		s.mu.Unlock()
-		return s.finishUnfinished()
-	}
-	err := failpoint.Hit("gitstore.after-intent")
-	if err == nil {
-		err = b.temps.Rename()
-	}
-	for _, f := range b.files {
-		if err == nil && f.remove {
-			if rerr := os.Remove(filepath.Join(s.dir, filepath.FromSlash(f.path))); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = rerr
-			}
-		}
-	}
-	if err == nil {
-		err = failpoint.Hit("gitstore.before-barrier-2")
-	}
-	if err == nil {
-		err = b.temps.SyncDirs(b.dirs...)
+// fail drops batch b, which is not durable, and every commit staged on
+// top of it, with err as their result.
+func (s *Store) fail(b *batch, err error) {
+	if b.temps != nil {
+		b.temps.Cleanup()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		last := b.commits[len(b.commits)-1].hash
-		ue := &UnfinishedError{Commit: last.String(), Err: err}
-		s.unfinished = &unfinishedBatch{commits: b.commits}
-		for _, c := range b.commits {
-			c.resolve(stagedDurable, ue)
-		}
-		return ue
-	}
 	for _, c := range b.commits {
-		c.resolve(stagedApplied, nil)
+		s.dropMem(c.added)
+		c.resolve(stagedDropped, err)
 	}
-	s.indexFiles(b.files)
-	s.kickMaintain()
-	return nil
+	s.dropStaged(err)
+}
+
+// unfinish records durable batch b, whose files could not all be put in
+// place (or their renames made durable), as unfinished: its commits'
+// result is an *UnfinishedError until an iteration, Flush or Open puts
+// them in place.
+func (s *Store) unfinish(b *batch, err error) {
+	if b.temps != nil {
+		b.temps.Cleanup()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.renamed == b {
+		s.renamed = nil
+	}
+	last := b.commits[len(b.commits)-1].hash
+	ue := &UnfinishedError{Commit: last.String(), Err: err}
+	if s.unfinished == nil {
+		s.unfinished = &unfinishedBatch{}
+	}
+	s.unfinished.commits = append(s.unfinished.commits, b.commits...)
+	s.unfinished.seq = max(s.unfinished.seq, b.seq)
+	s.unfinishedErr = err
+	for _, c := range b.commits {
+		c.resolve(stagedDurable, ue)
+	}
+}
+
+// markSwitched notes that every record up to seq is in place. The caller
+// holds s.mu.
+func (s *Store) markSwitched(seq uint64) {
+	if seq > s.switched {
+		s.switched = seq
+		close(s.switchedCh)
+		s.switchedCh = make(chan struct{})
+	}
 }
 
 // maxJournalRecords is how many records a store that no Maintain flushes
@@ -385,14 +585,16 @@ func addedOf(commits []*Staged) []plumbing.Hash {
 }
 
 // unfinishedBatch is the commits of durable batches whose files are not
-// all in place.
+// all in place, and the last record they came in.
 type unfinishedBatch struct {
 	commits []*Staged
+	seq     uint64
 }
 
 // finishUnfinished puts the files of the unfinished batches in place, as
-// Open would, holding switchMu. Until it succeeds, their commits'
-// result is an *UnfinishedError.
+// Open would. The caller holds loopMu, or knows no batch is being
+// renamed. Until it succeeds, their commits' result is an
+// *UnfinishedError.
 func (s *Store) finishUnfinished() error {
 	s.mu.Lock()
 	u := s.unfinished
@@ -407,6 +609,7 @@ func (s *Store) finishUnfinished() error {
 	defer s.mu.Unlock()
 	if err != nil {
 		ue := &UnfinishedError{Commit: last.String(), Err: err}
+		s.unfinishedErr = err
 		for _, c := range u.commits {
 			c.resolve(stagedDurable, ue)
 		}
@@ -414,6 +617,7 @@ func (s *Store) finishUnfinished() error {
 	}
 	s.unfinished = nil
 	s.indexFiles(files)
+	s.markSwitched(u.seq)
 	for _, c := range u.commits {
 		c.resolve(stagedApplied, nil) // in place now
 	}

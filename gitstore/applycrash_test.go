@@ -53,7 +53,7 @@ func TestHelperApplyLoop(t *testing.T) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	s, err := gitstore.Init(dir, &gitstore.Options{HoldsLock: true, PackThreshold: 60})
+	s, err := gitstore.Init(dir, &gitstore.Options{HoldsLock: true, PackThreshold: 100})
 	if err != nil {
 		fail(err)
 	}
@@ -72,13 +72,16 @@ func TestHelperApplyLoop(t *testing.T) {
 	// stage, and share the Apply of whichever waits first, so that a
 	// batch's first barrier overlaps the last one's second.
 	var turn, print sync.Mutex
+	var pause sync.RWMutex // a quiet spell every 30 commits: Maintain flushes, then packs
 	out := bufio.NewWriter(os.Stdout)
 	var wg sync.WaitGroup
-	for w := range 3 {
+	for range 3 {
 		wg.Go(func() {
-			for i := 0; ; i++ {
+			for {
+				pause.RLock()
 				turn.Lock()
 				n++
+				quiet := n%30 == 0
 				var changes []gitstore.Change
 				for _, f := range batchFiles {
 					changes = append(changes, gitstore.Change{Path: f, Data: fmt.Appendf(nil, "n: %d\n", n)})
@@ -96,8 +99,11 @@ func TestHelperApplyLoop(t *testing.T) {
 				fmt.Fprintln(out, c.Hash())
 				out.Flush()
 				print.Unlock()
-				if w == 0 && i%10 == 9 {
-					time.Sleep(50 * time.Millisecond) // a quiet spell for one: the others slow, Maintain may flush
+				pause.RUnlock()
+				if quiet {
+					pause.Lock()
+					time.Sleep(60 * time.Millisecond)
+					pause.Unlock()
 				}
 			}
 		})

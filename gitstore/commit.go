@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -303,10 +304,19 @@ func (s *Store) settle() error {
 	if s.opts.ReadOnly {
 		return nil // the method's own check says so
 	}
-	s.applyMu.Lock()
-	if err, _ := s.applyHeld(); err != nil { // the flush below bounds the journal
-		return err
+	s.mu.Lock()
+	target := slices.Clone(s.staged)
+	s.mu.Unlock()
+	s.loopMu.Lock()
+	s.runLoop(func() bool { return allDone(target) && s.renamed == nil })
+	s.mu.Lock()
+	for _, c := range target {
+		if c.err != nil {
+			s.mu.Unlock()
+			return c.err
+		}
 	}
+	s.mu.Unlock()
 	return s.flush()
 }
 

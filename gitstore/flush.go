@@ -11,13 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/storage/filesystem"
-	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -106,37 +102,29 @@ func (s *Store) Flush() error {
 
 // flush is Flush, for a caller that holds flushMu.
 func (s *Store) flush() error {
-	// No batch at its first barrier (applyMu) or its second (switchMu):
-	// every record appended is switched, or unfinished.
-	s.applyMu.Lock()
-	s.switchMu.Lock()
-	release := func() {
-		s.switchMu.Unlock()
-		s.releaseApply()
-	}
+	s.jrMu.Lock()
 	s.mu.Lock()
 	if s.jr == nil {
 		s.mu.Unlock()
-		release()
+		s.jrMu.Unlock()
 		return nil
 	}
-	s.mu.Unlock()
-	if err := s.finishUnfinished(); err != nil {
-		release()
-		return err
-	}
-	s.mu.Lock()
 	if s.retiring == nil && len(s.records) > 0 {
 		s.retiring, s.records = s.records, nil
 		s.jr.rotate()
 	}
 	recs := s.retiring
 	s.mu.Unlock()
-	release()
+	s.jrMu.Unlock()
 	if len(recs) == 0 {
 		return nil
 	}
 	if err := s.writeRecords(recs); err != nil {
+		return err
+	}
+	// A record goes only once its files are in place: Open rolls them
+	// forward from it until then.
+	if err := s.waitSwitched(recs[len(recs)-1].rec.Seq); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -147,6 +135,43 @@ func (s *Store) flush() error {
 		return err
 	}
 	return s.maybeRefresh()
+}
+
+// waitSwitched returns once every record up to seq is in place, applying
+// (or finishing unfinished batches) itself when no one else is.
+func (s *Store) waitSwitched(seq uint64) error {
+	for {
+		s.mu.Lock()
+		done, ch, unfinished := s.switched >= seq, s.switchedCh, s.unfinished != nil
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		if s.loopMu.TryLock() {
+			var err error
+			if unfinished {
+				err = s.finishUnfinished()
+			}
+			s.mu.Lock()
+			pending := s.renamed != nil
+			s.mu.Unlock()
+			if err == nil && pending {
+				s.iterate()
+			}
+			s.releaseLoop()
+			if err != nil {
+				return fmt.Errorf("gitstore: the journal keeps records whose files are not in place: %w", err)
+			}
+			continue
+		}
+		s.mu.Lock()
+		free := s.loopFree
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-free:
+		}
+	}
 }
 
 // writeRecords writes the objects of recs as one pack, then the ref to
@@ -193,37 +218,6 @@ func (s *Store) writeRecords(recs []*appliedRecord) error {
 		}
 	}
 	s.mu.Unlock()
-	return nil
-}
-
-// writeMemPack writes objs as one pack, durably: go-git writes it
-// through syncFS (pack and index fsynced, then renamed, then their
-// directory fsynced). No delta search: these are a few changes' objects,
-// and packing merges them with deltas later.
-func (s *Store) writeMemPack(objs []plumbing.EncodedObject) error {
-	if len(objs) == 0 {
-		return nil
-	}
-	st := memory.NewStorage()
-	hashes := make([]plumbing.Hash, 0, len(objs))
-	for _, o := range objs {
-		if _, err := st.SetEncodedObject(o); err != nil {
-			return err
-		}
-		hashes = append(hashes, o.Hash())
-	}
-	slices.SortFunc(hashes, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
-	w, err := dotgit.New(syncFS{osfs.New(s.gitDir)}).NewObjectPack()
-	if err != nil {
-		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
-	}
-	if _, err := packfile.NewEncoder(w, st, false).Encode(hashes, 0); err != nil {
-		w.Close()
-		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
-	}
 	return nil
 }
 
@@ -430,9 +424,12 @@ func (s *Store) housekeepPacks() error {
 	if err != nil {
 		return err
 	}
+	// Due when the loose objects and the packs not frozen (see
+	// packFactor) hold more than PackThreshold objects: the packs a flush
+	// leaves are merged, however large the batches that made them.
 	small := len(loose)
 	for _, p := range packs {
-		if p.objects < s.opts.PackThreshold {
+		if p.objects < frozenPacks*s.opts.PackThreshold {
 			small += p.objects
 		}
 	}

@@ -133,24 +133,27 @@ const (
 
 // Store is one config directory and its repository.
 type Store struct {
-	// Locks, taken in this order: flushMu, applyMu, switchMu, mu. mu is
-	// held by every exported method but Dir and Repairs, briefly:
-	// go-git's storage is not safe for concurrent use, and a server reads
-	// history for one client while it commits for another. applyMu is
-	// held by an Apply through its first barrier, switchMu through its
-	// second (so the next batch's first barrier may overlap it), when mu
-	// is not; flushMu by a flush or packing, which take the others only
-	// for moments.
-	mu, applyMu, switchMu, flushMu sync.Mutex
-	applyFree                      chan struct{} // closed, and made anew, each time applyMu is given up
-	dir, gitDir                    string
-	opts                           Options
-	log                            *slog.Logger
-	repo                           *git.Repository
-	storage                        *filesystem.Storage
-	branch                         string // refs/heads/…
-	repairs                        []string
-	loose                          int // loose objects: -1 until the first Commit counts them, then added to by each
+	// Locks, taken in this order: flushMu, loopMu, jrMu, mu. mu is held
+	// by every exported method but Dir and Repairs, briefly: go-git's
+	// storage is not safe for concurrent use, and a server reads history
+	// for one client while it commits for another. loopMu is held by the
+	// caller making barriers (Apply, Staged.Wait), jrMu while the journal
+	// is appended to or rotated, when mu is not; flushMu by a flush or
+	// packing, which take the others only for moments.
+	mu, loopMu, jrMu, flushMu sync.Mutex
+	loopFree                  chan struct{} // closed, and made anew, each time loopMu is given up
+	committer                 bool          // the committer goroutine runs (under mu)
+	commitWG                  sync.WaitGroup
+	stagedSignal              chan struct{} // a commit was staged (for gather)
+	answered                  int           // commits the last barrier answered (for gather; under mu)
+	dir, gitDir               string
+	opts                      Options
+	log                       *slog.Logger
+	repo                      *git.Repository
+	storage                   *filesystem.Storage
+	branch                    string // refs/heads/…
+	repairs                   []string
+	loose                     int // loose objects: -1 until the first Commit counts them, then added to by each
 	// overlay holds the refs the store knows better than the disk: the
 	// branch, as the journal moves it, and those a ReadOnly Open
 	// repaired in memory only; overlayConfig the config, when it repaired
@@ -167,6 +170,11 @@ type Store struct {
 	records                []*appliedRecord // in the journal, not flushed
 	retiring               []*appliedRecord // being flushed, in the inactive journal file
 	unfinished             *unfinishedBatch
+	unfinishedErr          error         // why it is
+	renamed                *batch        // renamed, its directories not yet fsynced: the next barrier's
+	switched               uint64        // the seq of the last record whose files are in place
+	switchedCh             chan struct{} // closed, and made anew, when switched grows
+	flushDue               bool          // the journal has grown past what a store flushes by itself
 	mem                    map[plumbing.Hash]*memObject
 	memFlushed             int // bytes of mem that are in a pack already
 	trees                  map[plumbing.Hash][]object.TreeEntry
@@ -280,7 +288,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s := &Store{dir: abs, gitDir: filepath.Join(abs, ".git"), opts: o, log: o.Logger,
 		overlay: map[plumbing.ReferenceName]*plumbing.Reference{},
 		mem:     map[plumbing.Hash]*memObject{}, trees: map[plumbing.Hash][]object.TreeEntry{},
-		kick: make(chan struct{}, 1), applyFree: make(chan struct{})}
+		kick: make(chan struct{}, 1), loopFree: make(chan struct{}), stagedSignal: make(chan struct{}, 1), switchedCh: make(chan struct{})}
 	if _, err := os.Stat(filepath.Join(s.gitDir, "config")); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w (run the server once to install the home)", abs, ErrNotRepo)
@@ -394,16 +402,20 @@ func (s *Store) Close() error {
 	defer s.flushMu.Unlock()
 	var err error
 	if s.jr != nil {
+		// Put the files of a batch renamed last in place, then flush.
+		s.loopMu.Lock()
+		s.runLoop(func() bool { return s.renamed == nil && s.unfinished == nil })
 		err = s.flush()
-		s.applyMu.Lock()
-		s.switchMu.Lock()
+		s.loopMu.Lock()
+		s.jrMu.Lock()
 		s.mu.Lock()
 		s.dropStaged(fmt.Errorf("gitstore: %s was closed", s.dir))
 		err = errors.Join(err, s.jr.close())
 		s.jr = nil
 		s.mu.Unlock()
-		s.switchMu.Unlock()
-		s.releaseApply()
+		s.jrMu.Unlock()
+		s.releaseLoop()
+		s.commitWG.Wait()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

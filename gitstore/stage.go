@@ -189,6 +189,10 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 	c.added = added
 	s.staged = append(s.staged, c)
 	s.tip, s.tipTree = c.hash, root
+	select {
+	case s.stagedSignal <- struct{}{}:
+	default:
+	}
 	return c, nil
 }
 
