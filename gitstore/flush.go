@@ -97,11 +97,13 @@ func (s *Store) kickMaintain() {
 func (s *Store) Flush() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
-	return s.flush()
+	return s.flush(true)
 }
 
-// flush is Flush, for a caller that holds flushMu.
-func (s *Store) flush() error {
+// flush is Flush, for a caller that holds flushMu; without withIndex it
+// leaves the index as it is (a flush under load: an index of 10,000
+// files is a megabyte, whose writing a change's fsync would wait for).
+func (s *Store) flush(withIndex bool) error {
 	s.jrMu.Lock()
 	s.mu.Lock()
 	if s.jr == nil {
@@ -114,12 +116,21 @@ func (s *Store) flush() error {
 		s.jr.rotate()
 	}
 	recs := s.retiring
+	var entries []*index.Entry
+	head := s.headHash
+	if len(recs) == 0 && withIndex && s.indexDirty {
+		// Everything is flushed, by flushes that left the index behind.
+		entries = s.indexEntries()
+	}
 	s.mu.Unlock()
 	s.jrMu.Unlock()
+	if entries != nil {
+		return s.writeCaches(head, encodeIndex(entries))
+	}
 	if len(recs) == 0 {
 		return nil
 	}
-	if err := s.writeRecords(recs); err != nil {
+	if err := s.writeRecords(recs, withIndex); err != nil {
 		return err
 	}
 	// A record goes only once its files are in place: Open rolls them
@@ -175,8 +186,8 @@ func (s *Store) waitSwitched(seq uint64) error {
 }
 
 // writeRecords writes the objects of recs as one pack, then the ref to
-// their last commit, durably, then the index and the stamp.
-func (s *Store) writeRecords(recs []*appliedRecord) error {
+// their last commit, durably, then (withIndex) the index, and the stamp.
+func (s *Store) writeRecords(recs []*appliedRecord, withIndex bool) error {
 	s.mu.Lock()
 	var objs []plumbing.EncodedObject
 	for _, r := range recs {
@@ -188,8 +199,15 @@ func (s *Store) writeRecords(recs []*appliedRecord) error {
 	}
 	last := recs[len(recs)-1].rec
 	head := plumbing.ComputeHash(plumbing.CommitObject, last.Commits[len(last.Commits)-1].Object)
-	idx := s.indexSnapshot()
+	var entries []*index.Entry
+	if withIndex {
+		entries = s.indexEntries()
+	}
 	s.mu.Unlock()
+	var idx []byte
+	if withIndex {
+		idx = encodeIndex(entries)
+	}
 
 	if err := s.writeMemPack(objs); err != nil {
 		return err
@@ -223,28 +241,40 @@ func (s *Store) writeRecords(recs []*appliedRecord) error {
 
 // indexSnapshot returns the index the store keeps, encoded. The caller
 // holds s.mu.
-func (s *Store) indexSnapshot() []byte {
-	idx := &index.Index{Version: 2}
+func (s *Store) indexSnapshot() []byte { return encodeIndex(s.indexEntries()) }
+
+// indexEntries returns the entries of the index the store keeps, for
+// encodeIndex, which may run without the lock. The caller holds s.mu.
+func (s *Store) indexEntries() []*index.Entry {
+	out := make([]*index.Entry, 0, len(s.index))
 	for _, e := range s.index {
-		idx.Entries = append(idx.Entries, e)
-	}
-	slices.SortFunc(idx.Entries, func(a, b *index.Entry) int { return strings.Compare(a.Name, b.Name) })
-	var buf bytes.Buffer
-	if err := index.NewEncoder(&buf).Encode(idx); err != nil {
-		return nil
+		out = append(out, e)
 	}
 	s.indexDirty = false
+	return out
+}
+
+// encodeIndex encodes entries as an index (version 2).
+func encodeIndex(entries []*index.Entry) []byte {
+	slices.SortFunc(entries, func(a, b *index.Entry) int { return strings.Compare(a.Name, b.Name) })
+	var buf bytes.Buffer
+	if err := index.NewEncoder(&buf).Encode(&index.Index{Version: 2, Entries: entries}); err != nil {
+		return nil
+	}
 	return buf.Bytes()
 }
 
 // writeCaches writes the index (idx, when not nil) and then the stamp,
-// atomically and without fsync (see Open).
+// atomically and without fsync (see Open). A stamp written without an
+// index says "index -": the index on disk is not HEAD's.
 func (s *Store) writeCaches(head plumbing.Hash, idx []byte) error {
 	stamp := head.String() + "\n"
 	var files []atomicfile.File
 	if idx != nil {
 		files = append(files, atomicfile.File{Path: filepath.Join(s.gitDir, "index"), Data: idx, Perm: 0o644, NoSync: true})
 		stamp += "index " + indexChecksum(idx) + "\n"
+	} else {
+		stamp += "index -\n"
 	}
 	files = append(files, atomicfile.File{Path: filepath.Join(s.gitDir, stampFile), Data: []byte(stamp), Perm: 0o644, NoSync: true})
 	return atomicfile.WriteFiles(files...)
@@ -340,10 +370,14 @@ func (s *Store) Maintain(ctx context.Context) error {
 			first = false
 			pack()
 		}
-		if !s.quiet(ctx) {
+		quiet, ok := s.quiet(ctx)
+		if !ok {
 			return nil
 		}
-		if err := s.Flush(); err != nil {
+		s.flushMu.Lock()
+		err := s.flush(quiet) // the index, when changes have paused
+		s.flushMu.Unlock()
+		if err != nil {
 			s.log.Warn("gitstore: flushing the journal failed; will retry", "repo", s.dir, "err", err)
 			continue
 		}
@@ -378,23 +412,23 @@ func (s *Store) packCount() int {
 	return n
 }
 
-// quiet waits for flushDelay without an Apply, or until flushRecords
-// records wait; false when ctx is done first.
-func (s *Store) quiet(ctx context.Context) bool {
+// quiet waits for flushDelay without an Apply (quiet), or until
+// flushRecords records wait; ok is false when ctx is done first.
+func (s *Store) quiet(ctx context.Context) (quiet, ok bool) {
 	t := time.NewTimer(flushDelay)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return false, false
 		case <-t.C:
-			return true
+			return true, true
 		case <-s.kick:
 			s.mu.Lock()
 			n := len(s.records)
 			s.mu.Unlock()
 			if n >= flushRecords {
-				return true
+				return false, true
 			}
 			t.Reset(flushDelay)
 		}

@@ -357,7 +357,7 @@ func (s *Store) openChangePath() error {
 	}
 	if len(recs) > 0 {
 		s.retiring = recs
-		if err := s.writeRecords(recs); err != nil {
+		if err := s.writeRecords(recs, true); err != nil {
 			return fmt.Errorf("gitstore: write the journal's commits to the repository in %s: %w", s.dir, err)
 		}
 		s.retiring = nil
@@ -405,7 +405,7 @@ func (s *Store) Close() error {
 		// Put the files of a batch renamed last in place, then flush.
 		s.loopMu.Lock()
 		s.runLoop(func() bool { return s.renamed == nil && s.unfinished == nil })
-		err = s.flush()
+		err = s.flush(true)
 		s.loopMu.Lock()
 		s.jrMu.Lock()
 		s.mu.Lock()
