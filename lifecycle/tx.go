@@ -73,20 +73,16 @@ func (tx *Tx) ReadFile(p string) ([]byte, error) {
 		}
 		return slices.Clone(data), nil
 	}
-	abs := tx.env.abs(rel)
-	fi, err := os.Lstat(abs)
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: abs, Err: errors.New("not a regular file (a config file is one; a symbolic link or directory is not read)")}
-	}
-	return os.ReadFile(abs)
+	// As Env.Reader reads: no link followed below ConfigDir, regular
+	// files only, at most MaxFileSize bytes.
+	return tx.env.Reader().ReadFile(tx.env.abs(rel))
 }
 
 // WriteFile stages data as the new bytes of the config file at p,
 // creating it and its directories if need be. A new file gets mode 0600,
-// an existing one keeps its mode.
+// an existing one keeps its mode. Data larger than Env.MaxFileSize is
+// refused (an error matching atomicfile.ErrTooLarge): no reader would
+// read it back.
 func (tx *Tx) WriteFile(p string, data []byte) error {
 	rel, err := tx.check("WriteFile", p)
 	if err != nil {
@@ -94,6 +90,10 @@ func (tx *Tx) WriteFile(p string, data []byte) error {
 	}
 	if err := tx.checkPlace("WriteFile", p, rel); err != nil {
 		return err
+	}
+	if limit := tx.env.maxFileSize(); limit >= 0 && int64(len(data)) > limit {
+		return fmt.Errorf("lifecycle: tx.WriteFile(%q): %d bytes is more than the %d a config file may hold (Options.MaxFileSize): %w",
+			p, len(data), limit, atomicfile.ErrTooLarge)
 	}
 	tx.writes[rel] = &txWrite{data: slices.Clone(data)}
 	return nil
@@ -299,4 +299,16 @@ func (tx *Tx) changes() ([]gitstore.Change, []string) {
 		out[i] = gitstore.Change{Path: p, Data: w.data, Remove: w.removed}
 	}
 	return out, paths
+}
+
+// maxFileSize is the largest config file Reader reads, or -1 for no
+// limit.
+func (e *Env) maxFileSize() int64 {
+	switch {
+	case e.MaxFileSize == 0:
+		return atomicfile.DefaultMaxSize
+	case e.MaxFileSize < 0:
+		return -1
+	}
+	return e.MaxFileSize
 }
