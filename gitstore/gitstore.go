@@ -110,15 +110,17 @@ type Options struct {
 	// tools that look beside a live server (mcpkeep status, doctor without
 	// --fix). Stale *.lock files are listed only with HoldsLock.
 	ReadOnly bool
-	// PackThreshold is how many loose objects Commit allows before it packs
-	// them; 0 means DefaultPackThreshold, a negative value never packs.
+	// PackThreshold is how many loose objects (and objects in packs a
+	// flush left) Commit or Maintain allows before it packs them; 0 means
+	// DefaultPackThreshold, a negative value never packs.
 	// Packing also merges the smallest packs, writing at most six times
 	// PackThreshold objects in all, so its cost does not grow with the
 	// history.
 	PackThreshold int
-	// MaxFileSize is the largest work-tree file Commit records, and the
-	// largest file of the history Restore, Rollback and ReadAt return, in
-	// bytes: 0 means atomicfile.DefaultMaxSize, a negative value no limit.
+	// MaxFileSize is the largest work-tree file Commit records and Stage
+	// stages, and the largest file of the history Restore, Rollback and
+	// ReadAt return, in bytes: 0 means atomicfile.DefaultMaxSize, a
+	// negative value no limit.
 	MaxFileSize int64
 	Logger      *slog.Logger // nil = discard
 }

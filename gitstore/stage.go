@@ -125,6 +125,10 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 			return nil, fmt.Errorf("%w: %w", ErrBadPath, err)
 		}
 		e := treeEdit{path: p, remove: c.Remove, data: c.Data}
+		if limit := s.maxFileSize(); !c.Remove && limit >= 0 && int64(len(c.Data)) > limit {
+			return nil, fmt.Errorf("gitstore: %s: %d bytes is more than Options.MaxFileSize (%d), which Commit and ReadAt refuse: %w",
+				p, len(c.Data), limit, atomicfile.ErrTooLarge)
+		}
 		if !c.Remove {
 			e.perm = s.workPerm(p)
 			e.mode = filemode.Regular
@@ -363,4 +367,15 @@ func (s *Store) entryAt(h plumbing.Hash, p string) (object.TreeEntry, bool, erro
 // sortEdits sorts edits by path, as editTree needs them.
 func sortEdits(edits []treeEdit) {
 	slices.SortFunc(edits, func(a, b treeEdit) int { return strings.Compare(a.path, b.path) })
+}
+
+// maxFileSize is the largest file the store versions, or -1 for no limit.
+func (s *Store) maxFileSize() int64 {
+	switch {
+	case s.opts.MaxFileSize == 0:
+		return atomicfile.DefaultMaxSize
+	case s.opts.MaxFileSize < 0:
+		return -1
+	}
+	return s.opts.MaxFileSize
 }
