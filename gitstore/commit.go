@@ -386,6 +386,7 @@ func (s *Store) commit(msg string) (string, error) {
 		return "", err
 	}
 	s.setHead(h)
+	s.followDisk()
 	s.index = make(map[string]*index.Entry, len(files))
 	for _, f := range files {
 		s.index[f.path] = indexEntry(f)

@@ -80,6 +80,16 @@ func (s *Store) setHead(h plumbing.Hash) {
 	}
 }
 
+// followDisk lets reads take the branch from the ref on disk again once
+// the journal holds nothing it lacks: another tool may move it (git
+// commit by hand), which Stage then builds on. The caller holds s.mu.
+func (s *Store) followDisk() {
+	if s.opts.ReadOnly || len(s.staged) > 0 || len(s.records) > 0 || s.retiring != nil || s.renamed != nil || s.unfinished != nil {
+		return
+	}
+	delete(s.overlay, plumbing.ReferenceName(s.branch))
+}
+
 // kickMaintain tells a running Maintain that a record was appended.
 func (s *Store) kickMaintain() {
 	select {
@@ -141,6 +151,7 @@ func (s *Store) flush(withIndex bool) error {
 	s.mu.Lock()
 	s.retiring = nil
 	err := s.jr.emptyInactive()
+	s.followDisk()
 	s.mu.Unlock()
 	if err != nil {
 		return err

@@ -369,6 +369,7 @@ func (s *Store) openChangePath() error {
 		}
 	}
 	s.jr, err = openJournal(s.gitDir)
+	s.followDisk()
 	return err
 }
 

@@ -109,6 +109,18 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 	if s.jr == nil {
 		return nil, fmt.Errorf("gitstore: stage in %s: the store is closed", s.dir)
 	}
+	if _, journaled := s.overlay[plumbing.ReferenceName(s.branch)]; !journaled && len(s.staged) == 0 {
+		// Nothing in the journal: the ref on disk is HEAD, wherever
+		// another tool may have moved it.
+		h, err := s.head()
+		if err != nil {
+			return nil, err
+		}
+		if h != s.headHash {
+			s.setHead(h)
+			delete(s.overlay, plumbing.ReferenceName(s.branch))
+		}
+	}
 	edits := make([]treeEdit, 0, len(changes))
 	for _, c := range changes {
 		p, err := cleanPath(c.Path)
