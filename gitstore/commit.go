@@ -428,7 +428,10 @@ func (s *Store) loadIndex() error {
 	}
 	var idx index.Index
 	decoded := err == nil && index.NewDecoder(bytes.NewReader(b)).Decode(&idx) == nil
-	fresh := decoded && s.indexFresh(b)
+	// The index is HEAD's when the stamp says so, or, when not (the git
+	// CLI refreshes an index's stat data and writes it anew), when its
+	// entries are HEAD's files.
+	fresh := decoded && (s.indexFresh(b) || s.indexIsHead(idx.Entries))
 	if fresh {
 		for _, e := range idx.Entries {
 			s.index[e.Name] = e
@@ -450,6 +453,49 @@ func (s *Store) loadIndex() error {
 		s.repaired("rebuilt .git/index, which was not the one of HEAD (a crash came before it was written)")
 	}
 	return nil
+}
+
+// indexIsHead reports whether entries are the files of HEAD's tree, with
+// their blobs and modes.
+func (s *Store) indexIsHead(entries []*index.Entry) bool {
+	if s.headHash.IsZero() {
+		return len(entries) == 0
+	}
+	c, err := s.repo.CommitObject(s.headHash)
+	if err != nil {
+		return false
+	}
+	want := make(map[string]*index.Entry, len(entries))
+	for _, e := range entries {
+		if e.Stage != 0 {
+			return false
+		}
+		want[e.Name] = e
+	}
+	n := 0
+	var walk func(h plumbing.Hash, prefix string) bool
+	walk = func(h plumbing.Hash, prefix string) bool {
+		tes, err := s.treeEntries(h)
+		if err != nil {
+			return false
+		}
+		for _, te := range tes {
+			p := prefix + te.Name
+			if te.Mode == filemode.Dir {
+				if !walk(te.Hash, p+"/") {
+					return false
+				}
+				continue
+			}
+			e, ok := want[p]
+			if !ok || e.Hash != te.Hash || e.Mode != te.Mode {
+				return false
+			}
+			n++
+		}
+		return true
+	}
+	return walk(c.TreeHash, "") && n == len(entries)
 }
 
 // indexFresh reports whether the stamp names HEAD and the index whose
