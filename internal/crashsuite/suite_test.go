@@ -113,11 +113,18 @@ func reach(name string) (homes []workload, hits int) {
 		return []workload{onFresh}, 1
 	case name == "statefile.registry-locked":
 		return []workload{onMain}, 2 // register, unregister
+	case name == "atomicfile.before-dir-fsync":
+		// Counted with a tracing build: an update makes none of its own
+		// (gitstore's barriers fsync its directories), the start, the
+		// flush and the stop seven on an installed home.
+		return []workload{onMain, onFresh, onPending}, 7
 	case strings.HasPrefix(name, "atomicfile."):
-		return []workload{onMain, onFresh, onPending}, 20
+		return []workload{onMain, onFresh, onPending}, 11 // an installed home's start, three updates, flush, stop
 	case name == "gitstore.flush-after-pack", name == "gitstore.flush-after-ref":
 		return []workload{onMain, onFresh, onPending}, 1 // the flush at the stop, if none before
-	case name == "gitstore.before-objects", name == "gitstore.before-ref":
+	case name == "gitstore.before-ref":
+		return []workload{onFresh}, 1 // Commit's ref: the install's commit (the stop's finds nothing to commit)
+	case name == "gitstore.before-objects":
 		return []workload{onFresh, onMain}, 1 // Commit: the install, and the commit of hand edits at the stop
 	case strings.HasPrefix(name, "gitstore."):
 		return []workload{onMain, onFresh}, 3 // one Apply per update
