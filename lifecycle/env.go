@@ -36,8 +36,9 @@ type Env struct {
 	Logger    *slog.Logger     // never nil
 	Boot      bootstrap.Result // what bootstrap found and did: installed, resumed, upgraded, boots
 	Report    recovery.Report  // what start-up recovery found and did
-	// MaxFileSize is the largest config file Reader reads (0 means
-	// atomicfile.DefaultMaxSize): Options.MaxFileSize.
+	// MaxFileSize is the largest config file Reader reads and a
+	// transaction writes (0 means atomicfile.DefaultMaxSize):
+	// Options.MaxFileSize.
 	MaxFileSize int64
 
 	once sync.Once
