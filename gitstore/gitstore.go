@@ -342,6 +342,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 // repository and opens it for Apply, and loads the index; a ReadOnly
 // store only takes the journal into memory.
 func (s *Store) openChangePath() error {
+	if s.opts.ReadOnly {
+		return s.openReadOnly()
+	}
 	h, err := s.head()
 	if err != nil {
 		return err
@@ -350,9 +353,6 @@ func (s *Store) openChangePath() error {
 	recs, err := s.replay()
 	if err != nil {
 		return err
-	}
-	if s.opts.ReadOnly {
-		return s.checkIndex()
 	}
 	if err := s.loadIndex(); err != nil {
 		return err
@@ -371,6 +371,37 @@ func (s *Store) openChangePath() error {
 	s.jr, err = openJournal(s.gitDir)
 	s.followDisk()
 	return err
+}
+
+// openReadOnly takes the journal into memory on top of the branch. The
+// writer, in another process, may flush while it reads: move the ref past
+// the records it read, or empty the journal file it had not read yet. So
+// it reads the ref on disk before and after, and reads again (up to ten
+// times) until the ref held still: then it saw the journal of that ref,
+// and so every commit Apply had returned before Open began.
+func (s *Store) openReadOnly() error {
+	name := plumbing.ReferenceName(s.branch)
+	_, repaired := s.overlay[name] // repairRef named the branch: the disk's ref is not one
+	repairs := len(s.repairs)
+	for try := 1; ; try++ {
+		before, berr := s.storage.Reference(name)
+		h, err := s.head()
+		if err != nil {
+			return err
+		}
+		s.setHead(h)
+		if _, err := s.replay(); err != nil {
+			return err
+		}
+		after, aerr := s.storage.Reference(name)
+		if repaired || berr != nil || aerr != nil || before.Hash() == after.Hash() || try == 10 {
+			break
+		}
+		delete(s.overlay, name)
+		s.repairs = s.repairs[:repairs]
+		s.storage.Reindex()
+	}
+	return s.checkIndex()
 }
 
 // openRepo makes st the store's storage and opens the repository on it,

@@ -1,9 +1,14 @@
 package gitstore
 
 import (
+	"errors"
+	"io"
+	"io/fs"
+
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 )
 
 // overlay is the repository as the store sees it: go-git's storage, with
@@ -11,6 +16,10 @@ import (
 // pack its storage has not listed yet) and the refs it knows better than
 // the disk (the branch, which the journal moves before a flush writes it;
 // and what a ReadOnly Open would have repaired) served first.
+// staleTries bounds how many times a ReadOnly store lists the packs again
+// to read one object.
+const staleTries = 5
+
 type overlay struct {
 	*filesystem.Storage
 	s *Store // its mem, overlay refs and overlayConfig; read under s.mu, as go-git is
@@ -24,7 +33,58 @@ func (o overlay) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing
 		}
 		return m.obj, nil
 	}
-	return o.Storage.EncodedObject(t, h)
+	for try := 1; ; try++ {
+		obj, err := o.Storage.EncodedObject(t, h)
+		if err == nil && o.s.opts.ReadOnly {
+			obj, err = o.s.materialize(obj)
+		}
+		if !o.stale(err, try) {
+			return obj, err
+		}
+	}
+}
+
+// materialize reads an object of a ReadOnly store into memory while the
+// pack it is in is there: go-git reads a packed object's bytes only when
+// asked, from the pack's path, which the writer may have merged away by
+// then. An object larger than the files the store versions is left to
+// be read when asked (no tree or commit is that large).
+func (s *Store) materialize(obj plumbing.EncodedObject) (plumbing.EncodedObject, error) {
+	if _, ok := obj.(*plumbing.MemoryObject); ok {
+		return obj, nil
+	}
+	if limit := s.maxFileSize(); limit >= 0 && obj.Size() > limit {
+		return obj, nil
+	}
+	r, err := obj.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	m := &plumbing.MemoryObject{}
+	m.SetType(obj.Type())
+	if _, err := io.Copy(m, r); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// stale reports whether err, from the try-th read of an object, may come
+// from a list of packs taken before the writer, in another process, wrote
+// a pack (a flush: the objects it names are only there) or merged packs
+// away (the list may name a pack deleted since); if so, it makes the
+// storage list them again, for one more try, up to staleTries. Only a
+// ReadOnly store reads beside a writer; the writer lists its own packs
+// again as it writes them.
+func (o overlay) stale(err error, try int) bool {
+	if err == nil || !o.s.opts.ReadOnly || try > staleTries {
+		return false
+	}
+	if errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, dotgit.ErrPackfileNotFound) || errors.Is(err, fs.ErrNotExist) {
+		o.Storage.Reindex()
+		return true
+	}
+	return false
 }
 
 // HasEncodedObject reports whether the object is in memory or stored.
@@ -32,7 +92,11 @@ func (o overlay) HasEncodedObject(h plumbing.Hash) error {
 	if _, ok := o.s.mem[h]; ok {
 		return nil
 	}
-	return o.Storage.HasEncodedObject(h)
+	err := o.Storage.HasEncodedObject(h)
+	for try := 1; o.stale(err, try); try++ {
+		err = o.Storage.HasEncodedObject(h)
+	}
+	return err
 }
 
 // EncodedObjectSize returns the size of the object in memory or stored.
@@ -40,7 +104,11 @@ func (o overlay) EncodedObjectSize(h plumbing.Hash) (int64, error) {
 	if m, ok := o.s.mem[h]; ok {
 		return m.obj.Size(), nil
 	}
-	return o.Storage.EncodedObjectSize(h)
+	n, err := o.Storage.EncodedObjectSize(h)
+	for try := 1; o.stale(err, try); try++ {
+		n, err = o.Storage.EncodedObjectSize(h)
+	}
+	return n, err
 }
 
 // Reference returns the ref the store knows, or the stored one.
