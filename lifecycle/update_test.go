@@ -54,9 +54,11 @@ func readString(t *testing.T, path string) string {
 }
 
 // TestUpdateMisuse: every misuse a newcomer can make of Update and Tx is
-// an error from the call they made, naming what to fix; none panics,
-// none leaves a checkpoint, none writes or commits anything, and none
-// commits a file the transaction did not write.
+// an error from the call they made, naming what to fix; none panics (but
+// a panic of fn's own continues, as in bbolt), an error or a panic after
+// a write rolls it back, none leaves a checkpoint, none writes or commits
+// anything, and none commits a file the transaction did not write, a
+// hand edit beside a proper change included.
 func TestUpdateMisuse(t *testing.T) {
 	var escaped *lifecycle.Tx
 	var configDir string // of the subtest's home
@@ -65,8 +67,11 @@ func TestUpdateMisuse(t *testing.T) {
 		ctxNil  bool
 		msg     string
 		fn      func(*lifecycle.Tx) error
+		setup   func(t *testing.T, env *lifecycle.Env)
 		badPath bool   // the error matches ErrBadPath
 		says    string // the error says this
+		panics  any    // fn panics with this, and Update lets it continue
+		commits bool   // a proper change: it commits fn's files and no others
 	}{
 		{name: "nil fn", msg: "m", says: "fn is nil"},
 		{name: "nil ctx", ctxNil: true, msg: "m", fn: writeA("1"), says: "pass a context"},
@@ -93,6 +98,29 @@ func TestUpdateMisuse(t *testing.T) {
 			badPath: true, says: "is a directory"},
 		{name: "under a file", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml/x", []byte("x")) },
 			badPath: true, says: `"a.yaml" is a file`},
+		{name: "under a symlinked directory", msg: "m",
+			setup: func(t *testing.T, env *lifecycle.Env) {
+				require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(env.ConfigDir, "out")))
+			},
+			fn:      func(tx *lifecycle.Tx) error { return tx.WriteFile("out/x.yaml", []byte("x")) },
+			badPath: true, says: `"out" is a symbolic link`},
+		{name: "an error after a write", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
+				return err
+			}
+			return errors.New("changed my mind")
+		}, says: "changed my mind"},
+		{name: "a panic after a write", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
+				return err
+			}
+			panic("boom")
+		}, panics: "boom"},
+		{name: "a hand edit beside the change", msg: "m",
+			setup: func(t *testing.T, env *lifecycle.Env) {
+				require.NoError(t, os.WriteFile(filepath.Join(env.ConfigDir, "d", "b.yaml"), []byte("b: by hand\n"), 0o600))
+			},
+			fn: writeA("1"), commits: true},
 		{name: "remove a missing file", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.Remove("missing.yaml") },
 			says: "no such file"},
 		{name: "a file written around the transaction", msg: "m", fn: func(tx *lifecycle.Tx) error {
@@ -105,19 +133,38 @@ func TestUpdateMisuse(t *testing.T) {
 			configDir = env.ConfigDir
 			before, err := env.Store.Head()
 			require.NoError(t, err)
+			if tc.setup != nil {
+				tc.setup(t, env)
+			}
 			ctx := t.Context()
 			if tc.ctxNil {
 				ctx = nil //nolint:staticcheck // the misuse under test
 			}
-			hash, err := env.Update(ctx, tc.msg, tc.fn)
-			if tc.says != "" {
+			var hash string
+			func() {
+				defer func() {
+					assert.Equal(t, tc.panics, recover(), "the panic continues, with its own value")
+				}()
+				hash, err = env.Update(ctx, tc.msg, tc.fn)
+			}()
+			switch {
+			case tc.panics != nil:
+			case tc.says != "":
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.says)
 				assert.Equal(t, tc.badPath, errors.Is(err, lifecycle.ErrBadPath), "%v", err)
-			} else {
+			default:
 				require.NoError(t, err)
 			}
-			assert.Empty(t, hash, "nothing committed")
+			mine := before
+			if tc.commits {
+				require.NotEmpty(t, hash)
+				mine = hash
+				assert.Equal(t, "a: 1\n", readString(t, path))
+			} else {
+				assert.Empty(t, hash, "nothing committed")
+				assert.Equal(t, "a: 0\n", readString(t, path), "rolled back")
+			}
 			if escaped != nil {
 				err := escaped.WriteFile("a.yaml", []byte("a: late\n"))
 				assert.ErrorContains(t, err, "the transaction is over")
@@ -127,7 +174,7 @@ func TestUpdateMisuse(t *testing.T) {
 			// misuse left in the work tree.
 			hash, err = env.Update(t.Context(), "next", writeA("next"))
 			require.NoError(t, err)
-			for _, f := range []string{"d/b.yaml", "notes.yaml", "a.yaml/x"} {
+			for _, f := range []string{"d/b.yaml", "notes.yaml", "a.yaml/x", "out/x.yaml"} {
 				got, rerr := env.Store.ReadAt(hash, f)
 				if f == "d/b.yaml" {
 					require.NoError(t, rerr)
@@ -139,7 +186,14 @@ func TestUpdateMisuse(t *testing.T) {
 			hist, err := env.Store.History("", 0)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, len(hist), 2)
-			assert.Equal(t, before, hist[1].Hash, "the misuse committed nothing")
+			assert.Equal(t, mine, hist[1].Hash, "the misuse committed nothing of its own")
+			if tc.commits {
+				require.GreaterOrEqual(t, len(hist), 3)
+				assert.Equal(t, before, hist[2].Hash)
+				got, err := env.Store.ReadAt(hash, "d/b.yaml")
+				require.NoError(t, err)
+				assert.Equal(t, "b: 0\n", string(got), "the hand edit is not in the change")
+			}
 			assert.Equal(t, "a: next\n", readString(t, path))
 			assert.Equal(t, "<none>", readString(t, filepath.Join(env.Home, "notes.yaml")))
 			entries, err := os.ReadDir(filepath.Join(env.Home, recovery.CheckpointsDir))
