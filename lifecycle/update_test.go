@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,12 +405,22 @@ func TestConcurrentUpdatesShareBarriers(t *testing.T) {
 // TestUpdateBarriers: an Update of one file makes two barriers, the first
 // of two fsyncs (the journal, the file's temporary file) and the second of
 // one (its directory), counted through the hook every fsync of the module
-// goes through.
+// goes through. MCPKEEP_UPDATES sets how many Updates (50 unless set);
+// BENCHMARKS.md counts the same Updates' fsync system calls with strace:
+//
+//	go test -c -o /tmp/lifecycle.test ./lifecycle
+//	MCPKEEP_UPDATES=300 strace -f -c -e trace=fsync,fdatasync /tmp/lifecycle.test -test.run '^TestUpdateBarriers$' -test.v
 func TestUpdateBarriers(t *testing.T) {
+	n := 50
+	if v := os.Getenv("MCPKEEP_UPDATES"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err, "MCPKEEP_UPDATES=%q: give a number of Updates", v)
+	}
 	env, _, _ := openUpdateHome(t)
 	var c barrier.Counter
 	defer barrier.SetCounter(barrier.SetCounter(&c))
-	const n = 50
+	defer func() { t.Logf("%d Updates: %d barriers, %d fsyncs", n, c.Barriers(), c.Fsyncs()) }()
 	for i := range n {
 		_, err := env.Update(t.Context(), fmt.Sprint("set ", i), writeA(fmt.Sprint(i+1)))
 		require.NoError(t, err)
