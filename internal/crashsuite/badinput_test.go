@@ -136,7 +136,7 @@ func TestBadInput(t *testing.T) {
 				s := serve(t, b.helios, args, launchOpts{})
 				assertKept(t, s) // restored from the last good commit
 				assertSaved(t, filepath.Join(home, "backups"), "default.yaml", bad)
-				assert.Contains(t, s.stderr.String(), "kind=corrupt-config path=config/personas/default.yaml")
+				s.logged(t, "kind=corrupt-config path=config/personas/default.yaml")
 				stopAndDoctor(t, b, s, home)
 			})
 		}
@@ -161,7 +161,7 @@ func TestBadInput(t *testing.T) {
 		s := serve(t, b.helios, args, launchOpts{})
 		// No good version in history: quarantined for the user, never
 		// replaced with something else.
-		assert.Contains(t, s.stderr.String(), "no good version in history: fix the copy in backups/ and put it back, then commit")
+		s.logged(t, "no good version in history: fix the copy in backups/ and put it back, then commit")
 		assert.NoFileExists(t, filepath.Join(home, "config", "personas", "new.yaml"))
 		assertSaved(t, filepath.Join(home, "backups"), "new.yaml", bad)
 		assertKept(t, s)
@@ -187,7 +187,7 @@ func TestBadInput(t *testing.T) {
 					bad := fixture(t, path.Dir(f), path.Base(f))
 					put(t, home, tc.file, bad)
 					s := serve(t, b.helios, args, launchOpts{})
-					assert.Contains(t, s.stderr.String(), tc.logged)
+					s.logged(t, tc.logged)
 					assertSaved(t, filepath.Join(home, "backups"), tc.savedAs, bad)
 					assert.Empty(t, checkServing(newHome(home), s.cmd.Process.Pid), "the state and PID files are the live server's")
 					assertKept(t, s)
@@ -244,7 +244,7 @@ func TestBadInput(t *testing.T) {
 		require.NoError(t, os.WriteFile(registry, newer, 0o600))
 		s := serve(t, b.helios, []string{"--home", home, "--registry", registry}, launchOpts{})
 		assertKept(t, s) // registration is not needed to serve
-		assert.Contains(t, s.stderr.String(), "registry: could not register")
+		s.logged(t, "registry: could not register")
 		_, stderr, code := mcpkeep(t, b, "servers", "--registry", registry)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, stderr, "registry schema 99 is newer than this toolkit's 1 (upgrade mcpkeep)")

@@ -7,11 +7,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -92,6 +94,23 @@ func serve(t *testing.T, bin string, args []string, o launchOpts) *server {
 		}
 	}
 	return s
+}
+
+// logged asserts that the server's stderr holds want. The child writes a
+// line before it answers, but the line reaches the buffer through exec's
+// copying goroutine, so it is polled for until the server exits or a
+// minute passes.
+func (s *server) logged(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(s.stderr.String(), want) && time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			deadline = time.Now() // Wait has copied all of it
+		case <-time.After(time.Millisecond):
+		}
+	}
+	assert.Contains(t, s.stderr.String(), want)
 }
 
 // call calls a tool; the server must answer.
