@@ -38,10 +38,11 @@ func TestRunAttaches(t *testing.T) {
 	st := writer.state(t)
 	assert.Equal(t, os.Getpid(), st.Sessions[0].PID)
 	assert.Equal(t, filepath.Join(writer.opts.Home, "mcp.sock"), st.Socket)
-	entries, err := statefile.NewRegistry(writer.opts.Registry).List()
-	require.NoError(t, err)
-	require.Len(t, entries, 1)
-	assert.Equal(t, 1, entries[0].Sessions)
+	// The registry entry is rewritten after the state file: poll it too.
+	writer.poll(t, "the attached session in the registry", func() bool {
+		entries, err := statefile.NewRegistry(writer.opts.Registry).List()
+		return err == nil && len(entries) == 1 && entries[0].Sessions == 1
+	})
 
 	require.NoError(t, second.stop(t))
 	writer.poll(t, "no attached session", func() bool {
