@@ -40,6 +40,8 @@ var allowed = map[string][]string{
 	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
 	// helpers for tests that drive MCP servers.
 	"internal/mcptest": {},
+	// a real etcd server that tests start and stop.
+	"internal/testserver/etcdtest": {},
 	// the release build (go run ./scripts/release), a command of its own.
 	"scripts/release": {},
 }
