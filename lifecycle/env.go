@@ -49,6 +49,37 @@ type Env struct {
 	pending map[string]pendingWrite
 	state   func() statefile.State         // nil outside a Harness
 	route   func(*mcp.ServerSession) Route // nil outside a Harness
+	fence   fence                          // nil unless the home's writer is elected among hosts
+}
+
+// fence keeps a server that is not the active writer of a home shared by
+// several hosts (Options.Elector) from making or acknowledging a change.
+type fence interface {
+	// beforeChange is asked before a change is made.
+	beforeChange(ctx context.Context, change string) error
+	// beforeAck is asked once the change is durable as commit, before it
+	// is acknowledged: a change made by a writer that lost its lease
+	// meanwhile is not acknowledged.
+	beforeAck(ctx context.Context, change, commit string) error
+}
+
+// beforeChange is the hook on the change path, before a change is made:
+// nil, or a *NotActiveError when this server may not write.
+func (e *Env) beforeChange(ctx context.Context, change string) error {
+	if e.fence == nil {
+		return nil
+	}
+	return e.fence.beforeChange(ctx, change)
+}
+
+// beforeAck is the hook on the change path between a change's durable
+// commit and its acknowledgement: nil, or a *NotActiveError when the
+// writer lost its lease before it could answer.
+func (e *Env) beforeAck(ctx context.Context, change, commit string) error {
+	if e.fence == nil || commit == "" {
+		return nil
+	}
+	return e.fence.beforeAck(ctx, change, commit)
 }
 
 // pendingWrite is a path as a transaction not yet in place left it.
@@ -84,6 +115,12 @@ func (e *Env) init() {
 // returned with its hash and an error saying the next change, or the next
 // start, finishes it. fn must not call Update, Commit or Rollback: they
 // wait for fn's turn to end.
+//
+// On a home whose writer is elected among hosts (Options.Elector), the
+// term is confirmed before fn runs and again once the change is durable:
+// a server that is not the active writer refuses the change, and one that
+// lost its term meanwhile does not acknowledge it (both a
+// *NotActiveError, matching ErrNotActive; the second names the commit).
 func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (string, error) {
 	switch {
 	case ctx == nil:
@@ -96,6 +133,9 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 		return "", errors.New("lifecycle: Update on an Env without a Store or ConfigDir: make it with a Harness or OpenHome, or set both")
 	}
 	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := e.beforeChange(ctx, msg); err != nil {
 		return "", err
 	}
 	e.init()
@@ -122,6 +162,9 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 			return staged.Hash(), withRemedy(fmt.Errorf("lifecycle: %q is committed as %s, but: %w", msg, ue.Commit, err), e.Home)
 		}
 		return "", e.failed(msg, paths, "unchanged", err)
+	}
+	if err := e.beforeAck(ctx, msg, staged.Hash()); err != nil {
+		return "", err
 	}
 	return staged.Hash(), nil
 }
@@ -241,6 +284,21 @@ func (e *Env) Commit(msg string) (string, error) {
 	if e.Store == nil {
 		return "", errors.New("lifecycle: Commit on an Env without a Store: make it with a Harness or OpenHome")
 	}
+	ctx := context.Background()
+	if err := e.beforeChange(ctx, msg); err != nil {
+		return "", err
+	}
+	hash, err := e.commit(msg)
+	if err != nil {
+		return "", err
+	}
+	if err := e.beforeAck(ctx, msg, hash); err != nil {
+		return "", err
+	}
+	return hash, nil
+}
+
+func (e *Env) commit(msg string) (string, error) {
 	e.init()
 	e.turn <- struct{}{}
 	defer func() { <-e.turn }()

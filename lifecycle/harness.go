@@ -1,11 +1,13 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -67,6 +69,27 @@ type Options struct {
 	// `mcpkeep servers`.
 	NoRegistry bool
 
+	// Elector, if set, makes this server one of several hosts' servers of
+	// one home, of which the one the Elector elects is the active writer
+	// (package lifecycle/etcdlock elects with an etcd lease). The others
+	// are standbys: they refuse MCP requests (HTTP with 503 and the active
+	// writer's URL) and campaign, and one becomes active when the
+	// writer's lease ends. A change is made and acknowledged only while
+	// the term holds (Env.Update says how). The home lock still decides
+	// which process of a host takes part. Run closes the Elector when it
+	// returns.
+	Elector Elector
+	// AdvertiseURL is the URL the active writer publishes through the
+	// Elector, which standbys give clients: "" means the HTTP URL it
+	// serves, with this machine's host name for an address bound to every
+	// interface (0.0.0.0).
+	AdvertiseURL string
+	// BeforeActive, if set, runs each time the Elector elects this server,
+	// before it serves as the active writer: changes are refused until it
+	// returns nil. An error resigns the term, to campaign again. A home
+	// replicated through a git remote catches up with it here first.
+	BeforeActive func(ctx context.Context, env *Env) error
+
 	// Validate, if set, checks each config file during recovery.
 	Validate func(path string, data []byte) error
 	// MaxFileSize is the largest config file read, in bytes (recovery,
@@ -117,6 +140,14 @@ func New(opts Options) (*Harness, error) {
 		}
 		if opts.NoToken && !portmgr.IsLoopback(host) {
 			return nil, fmt.Errorf("lifecycle: HTTP address %q is not loopback: the bearer token cannot be switched off", opts.HTTP)
+		}
+	}
+	if opts.AdvertiseURL != "" {
+		if u, err := url.Parse(opts.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("lifecycle: Options.AdvertiseURL %q is not an http or https URL with a host, such as http://host-a.example:8080/mcp", opts.AdvertiseURL)
+		}
+		if opts.Elector == nil {
+			return nil, errors.New("lifecycle: Options.AdvertiseURL is set but Options.Elector is nil: only an elected writer advertises its URL")
 		}
 	}
 	if opts.HTTPMode < HTTPModeBoth || opts.HTTPMode > HTTPModeStateless {

@@ -113,5 +113,14 @@ func healthBody(s statefile.State, stats *mcpserve.Stats) any {
 		body["ok"] = s.Health.OK
 		body["checked_at"] = s.Health.CheckedAt
 	}
+	if c := s.Cluster; c != nil {
+		body["role"] = c.Role
+		if c.Active != "" {
+			body["active"] = c.Active
+		}
+		if c.Term != 0 {
+			body["term"] = c.Term
+		}
+	}
 	return body
 }

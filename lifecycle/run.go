@@ -86,6 +86,13 @@ func (h *Harness) Run(ctx context.Context) error {
 		defer stop()
 	}
 	o := &h.opts
+	if o.Elector != nil {
+		defer func() {
+			if cerr := o.Elector.Close(); cerr != nil {
+				h.log.Warn("closing the Elector", "err", cerr)
+			}
+		}()
+	}
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
 		return err // before the lock, which would write into the directory
 	}
@@ -188,8 +195,17 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		st.HTTP = &statefile.HTTP{Host: host, Port: port, URL: statefile.URL(host, port)}
 	}
 	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report,
-		MaxFileSize: o.MaxFileSize, state: w.snapshot, route: w.route}
+		MaxFileSize: o.MaxFileSize, state: w.live, route: w.route}
 	w.env = env
+	if o.Elector != nil {
+		// A standby from the start: nothing is changed or served as
+		// the writer until the Elector elects this server.
+		me := writerInfo{URL: advertised(o.AdvertiseURL, st.HTTP), Host: hostname(), PID: st.PID}
+		w.elect = newElection(o.Elector, me, log, w.beforeActive, w.recordCluster)
+		env.fence = w.elect
+		c := w.elect.status()
+		st.Cluster = &c
+	}
 
 	// The state file says ready: the transports are bound, and serving
 	// starts as soon as the server is built. It carries a first health
@@ -220,6 +236,9 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		return fmt.Errorf("lifecycle: build server: %w", err)
 	}
 	w.server = server
+	if w.elect != nil {
+		server.AddReceivingMiddleware(w.elect.middleware)
+	}
 	defer func() { // after a failed write too: Remove leaves alone a file not ours
 		if rerr := statefile.Remove(w.statePath); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -240,10 +259,15 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	if err := failpoint.Hit("lifecycle.before-shutdown-commit"); err != nil {
 		return err
 	}
-	if hash, cerr := env.Commit("shutdown: commit uncommitted changes"); cerr != nil {
+	if hash, cerr := env.Commit("shutdown: commit uncommitted changes"); errors.Is(cerr, ErrNotActive) {
+		log.Info("not the active writer: changes made by hand, if any, are left for the next start to commit", "err", cerr)
+	} else if cerr != nil {
 		err = errors.Join(err, cerr)
 	} else if hash != "" {
 		log.Info("committed uncommitted config at shutdown", "commit", hash)
+	}
+	if w.elect != nil {
+		w.elect.stop()
 	}
 	if errors.Is(serveErr, mcpserve.ErrStdinClosed) || ctx.Err() != nil {
 		serveErr = nil

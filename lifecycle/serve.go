@@ -35,8 +35,46 @@ type writer struct {
 	attached     *attach.Listener
 	changes      chan struct{} // the attached sessions changed
 
+	elect *election // nil unless Options.Elector is set
+
 	mu sync.Mutex // guards st
 	st statefile.State
+}
+
+// live is the state record with the role as it is now (the record has it
+// as of its last change).
+func (w *writer) live() statefile.State {
+	s := w.snapshot()
+	if w.elect != nil {
+		c := w.elect.status()
+		s.Cluster = &c
+	}
+	return s
+}
+
+// recordCluster writes a change of role into the state file and the
+// registry.
+func (w *writer) recordCluster(c statefile.Cluster) {
+	if err := w.update(func(s *statefile.State) { s.Cluster = &c }); err != nil {
+		w.h.log.Warn("could not record the role in the state file", "path", w.statePath, "err", err)
+	}
+	if w.reg != nil {
+		if err := w.reg.Register(w.h.opts.Home, w.snapshot()); err != nil {
+			w.h.log.Warn("registry: could not record the role", "err", err)
+		}
+	}
+}
+
+// beforeActive runs each time the Elector elects this server, before it
+// serves as the active writer. This is where a home replicated through a
+// git remote catches up with what the last writer pushed (the remote's
+// fetch goes first here, once gitstore has remotes), then
+// Options.BeforeActive runs. Changes are refused until it returns nil.
+func (w *writer) beforeActive(ctx context.Context) error {
+	if f := w.h.opts.BeforeActive; f != nil {
+		return f(ctx, w.env)
+	}
+	return nil
 }
 
 func (w *writer) snapshot() statefile.State {
@@ -135,6 +173,9 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 					return
 				}
 				g.Go(func() { h.healthLoop(serveCtx, w.lock, w.statePath, w.update) })
+				if w.elect != nil {
+					g.Go(func() { w.elect.run(serveCtx) })
+				}
 				w.publish(serveCtx)
 			})
 		})
@@ -164,7 +205,8 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 			Stdout:          o.Stdout,
 			Listener:        w.http,
 			Token:           w.token,
-			Health:          func() any { return healthBody(w.snapshot(), h.httpStats) },
+			Health:          func() any { return healthBody(w.live(), h.httpStats) },
+			Standby:         w.standby,
 			Limits:          mcpserve.Limits(o.HTTPLimits),
 			Mode:            mcpserve.Mode(o.HTTPMode),
 			Stats:           h.httpStats,
@@ -194,6 +236,15 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 		serveErr = errors.Join(serveErr, ownErr)
 	}
 	return serveErr, announceErr
+}
+
+// standby reports whether HTTP MCP requests are refused, and the URL of
+// the active writer to refer them to.
+func (w *writer) standby() (bool, string) {
+	if w.elect == nil {
+		return false, ""
+	}
+	return w.elect.standby()
 }
 
 // changed tells publish that the attached sessions changed.

@@ -101,6 +101,46 @@ type State struct {
 	// other processes, oldest first. The server's own stdio client and its
 	// HTTP clients are not in it.
 	Sessions []Session `json:"sessions,omitempty"`
+	// Cluster is the server's place among the hosts that serve one home
+	// under an elected writer (lifecycle.Options.Elector), nil when it
+	// runs alone.
+	Cluster *Cluster `json:"cluster,omitempty"`
+}
+
+// Roles of a server among the hosts that serve one home.
+const (
+	// RoleActive: the server holds the writer's lease and serves every
+	// request.
+	RoleActive = "active"
+	// RoleStandby: another host's server is the writer, or none is
+	// elected yet; MCP requests are refused with the active writer's URL.
+	RoleStandby = "standby"
+	// RoleReadOnly: the server was the writer and cannot renew its lease
+	// (etcd does not answer), and it knows of no other writer: it serves
+	// reads and refuses changes until it is the writer again or sees
+	// another.
+	RoleReadOnly = "readonly"
+)
+
+// Cluster describes a server that is one of several hosts' servers of one
+// home, of which an elected one writes.
+type Cluster struct {
+	// Role is RoleActive, RoleStandby or RoleReadOnly, as of the last
+	// change of role; GET /healthz has it live.
+	Role string `json:"role"`
+	// Active is the URL the active writer advertises ("" when none is
+	// known, or the writer serves no HTTP): this server's own when it is
+	// the writer.
+	Active string `json:"active,omitempty"`
+	// ActiveHost is the host name of the active writer's machine, "" when
+	// none is known.
+	ActiveHost string `json:"active_host,omitempty"`
+	// Term is the fencing token of the writer's lease while this server is
+	// the writer (etcd: the create revision of its election key), 0
+	// otherwise.
+	Term int64 `json:"term,omitempty"`
+	// Since is when the server took its Role, UTC.
+	Since time.Time `json:"since"`
 }
 
 // Session is one client session attached to a server through another

@@ -80,8 +80,23 @@ func (h *httpServer) healthz(w http.ResponseWriter, _ *http.Request) {
 		body = h.opts.Health()
 	}
 	w.Header().Set("Content-Type", "application/json")
+	// A standby is not a server to route MCP clients to: a load
+	// balancer's health check sees 503, and the body and header name
+	// the active writer.
+	if h.opts.Standby != nil {
+		if standby, active := h.opts.Standby(); standby {
+			if active != "" {
+				w.Header().Set(ActiveHeader, active)
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}
 	json.NewEncoder(w).Encode(body)
 }
+
+// ActiveHeader is the response header in which a standby's 503 names the
+// URL of the active writer.
+const ActiveHeader = "Mcpkeep-Active"
 
 // loopbackHost reports whether host (a Host header or URL host, with or
 // without a port) names this machine's loopback interface.
@@ -142,6 +157,20 @@ func (h *httpServer) guard(next http.Handler) http.Handler {
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(h.opts.Token)) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcp"`)
 				refuse(w, http.StatusUnauthorized, "unauthorized: send Authorization: Bearer <token> (the token is in the server's state file)")
+				return
+			}
+		}
+		if h.opts.Standby != nil {
+			if standby, active := h.opts.Standby(); standby {
+				msg := "standby: this server is not the active writer of its home; "
+				if active != "" {
+					w.Header().Set(ActiveHeader, active)
+					msg += "the active writer serves at " + active
+				} else {
+					msg += "no active writer is elected yet: retry shortly"
+				}
+				w.Header().Set("Retry-After", "1")
+				refuse(w, http.StatusServiceUnavailable, msg)
 				return
 			}
 		}

@@ -49,6 +49,12 @@ type Options struct {
 	Token string
 	// Health returns the JSON body of GET /healthz; it must hold no secret.
 	Health func() any
+	// Standby, if set, is asked before each MCP request over HTTP and
+	// each GET /healthz: while it reports true, they get 503 with the URL
+	// it returns in the ActiveHeader header (and MCP requests in the
+	// body; /healthz's body is Health's): this server is not its home's
+	// active writer.
+	Standby func() (standby bool, active string)
 	// Limits bound what HTTP clients can hold; zero fields take defaults.
 	Limits Limits
 	// Mode says which kinds of HTTP client are served; the zero value,
