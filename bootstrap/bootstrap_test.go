@@ -601,7 +601,7 @@ func TestMigrationsAreChecked(t *testing.T) {
 }
 
 func TestIsLayoutName(t *testing.T) {
-	for _, name := range []string{".version", "config", "checkpoints", "backups", ".upgrading", ".lock", ".lock.flock", "state.json"} {
+	for _, name := range []string{".version", "config", "checkpoints", "backups", ".upgrading", ".lock", ".lock.flock", "state.json", "etcd.yaml"} {
 		assert.True(t, bootstrap.IsLayoutName(name), name)
 	}
 	for _, name := range []string{"notes.txt", "Documents", ".git", "config.yaml", ""} {

@@ -18,6 +18,10 @@ const (
 	CheckpointsDir = "checkpoints"
 	BackupsDir     = "backups"
 	upgradingFile  = ".upgrading" // names the backup of an upgrade in progress
+	// EtcdFile holds the home's etcd settings, for a home served by
+	// several hosts with one elected writer (package lifecycle/etcdlock).
+	// The user writes it, before the first start too.
+	EtcdFile = "etcd.yaml"
 )
 
 // stamp is the .version file.
@@ -32,7 +36,7 @@ type stamp struct {
 // IsLayoutName reports whether name, an entry of a home's top directory,
 // is one bootstrap makes or expects there: the stamp, config/,
 // checkpoints/, backups/, an upgrade's journal, and what may be there
-// before an install (the lock's files, state.json). Other entries are not
+// before an install (the lock's files, state.json, the etcd settings). Other entries are not
 // a home's; the harness refuses to install a home among them.
 func IsLayoutName(name string) bool {
 	switch name {
@@ -46,7 +50,7 @@ func IsLayoutName(name string) bool {
 // the home first, and keeps in backups/ the copy of a garbage PID file it
 // reclaims. An install that stopped after making backups/ alone is
 // finished by a fresh install just as well.
-var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true, BackupsDir: true}
+var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true, BackupsDir: true, EtcdFile: true}
 
 // Detect reads the home's state. schema is the caller's current schema
 // version; 0 means "do not judge" (for operator tools that do not know the

@@ -35,7 +35,10 @@ var allowed = map[string][]string{
 	"lifecycle/internal/attach": {"internal/failpoint"},
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
 		"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "internal/proc", "internal/failpoint"},
-	"crashtest": {"internal/failpoint"},
+	// the etcd Elector, above lifecycle: servers that do not use etcd
+	// do not link its client.
+	"lifecycle/etcdlock": {"atomicfile", "bootstrap", "lifecycle"},
+	"crashtest":          {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios and the bare benchmark server.
 	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
 	// helpers for tests that drive MCP servers.
@@ -54,6 +57,8 @@ var thirdParty = map[string][]string{
 	"gopkg.in/yaml.v3":                        {"atomicfile", "bootstrap", "recovery", "lifecycle"},
 	"github.com/nightlyone/lockfile":          {"lifecycle"},
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
+	"go.etcd.io/etcd/":                        {"lifecycle/etcdlock"},
+	"go.uber.org/zap":                         {"lifecycle/etcdlock"},
 	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/helios/internal/helios", "internal/mcptest"},
 }
 
