@@ -36,6 +36,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/lifecycle/etcdlock"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -66,6 +67,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	exclusive := fs.Bool("exclusive", false, "exit 3 if the home is in use instead of attaching to the helios running there,\nand take no attached clients")
 	registry := fs.String("registry", statefile.DefaultRegistryPath(), "discovery registry file; empty disables (env MCPKEEP_REGISTRY)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	var etcd etcdlock.Config
+	var etcdEndpoints string
+	fs.StringVar(&etcdEndpoints, "etcd", "", "elect the home's one writer among hosts with this etcd cluster (comma-separated client URLs);\nthe others are standbys (env "+etcdlock.EnvEndpoints+", or endpoints in <home>/"+etcdlock.ConfigFile+")")
+	fs.StringVar(&etcd.Prefix, "etcd-prefix", "", "prefix of the keys in etcd (default "+etcdlock.DefaultPrefix+"; env "+etcdlock.EnvPrefix+")")
+	fs.StringVar(&etcd.Name, "etcd-name", "", "the home's name in etcd, the same on every host (default helios; env "+etcdlock.EnvName+")")
+	fs.DurationVar(&etcd.TTL, "etcd-ttl", 0, "the writer's lease: a writer that stops renewing it is replaced after this, whole seconds\n(default "+etcdlock.DefaultTTL.String()+"; env "+etcdlock.EnvTTL+")")
+	fs.StringVar(&etcd.CertFile, "etcd-cert", "", "client certificate for etcd (env "+etcdlock.EnvCert+")")
+	fs.StringVar(&etcd.KeyFile, "etcd-key", "", "client certificate's key for etcd (env "+etcdlock.EnvKey+")")
+	fs.StringVar(&etcd.CAFile, "etcd-cacert", "", "CA of etcd's certificates (env "+etcdlock.EnvCACert+")")
+	fs.StringVar(&etcd.Advertise, "advertise", "", "the URL standbys give clients while this host is the writer (default the --http URL;\nenv "+etcdlock.EnvAdvertise+")")
 	var limits lifecycle.HTTPLimits
 	mode := fs.String("http-mode", "both", "which MCP clients HTTP serves: both (initialize-era ones with sessions, and 2026-07-28 ones),\nsessions (initialize-era only) or stateless (every request without a session)")
 	fs.DurationVar(&limits.SessionIdleTimeout, "http-session-idle", lifecycle.DefaultHTTPSessionIdleTimeout, "close an HTTP session idle this long; negative: never")
@@ -116,26 +127,33 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	elector, advertise, err := electorOf(fs, *home, etcdEndpoints, etcd, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "helios:", err)
+		return exitUsage
+	}
 	if f, ok := stdin.(*os.File); ok && !*noStdio && isTerminal(f) {
 		fmt.Fprintln(stderr, "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client (see README), or press Ctrl-D to stop")
 	}
 	h, err := lifecycle.New(lifecycle.Options{
-		Name:       "helios",
-		Version:    helios.Version(),
-		Home:       *home,
-		Spec:       helios.Spec(),
-		NewServer:  helios.NewServer,
-		HTTP:       *httpAddr,
-		NoStdio:    *noStdio,
-		HTTPLimits: limits,
-		HTTPMode:   httpMode,
-		Exclusive:  *exclusive,
-		Registry:   *registry,
-		NoRegistry: *registry == "",
-		Validate:   helios.Validate,
-		Logger:     log,
-		Stdin:      stdin,
-		Stdout:     stdout,
+		Name:         "helios",
+		Version:      helios.Version(),
+		Home:         *home,
+		Spec:         helios.Spec(),
+		NewServer:    helios.NewServer,
+		HTTP:         *httpAddr,
+		NoStdio:      *noStdio,
+		HTTPLimits:   limits,
+		HTTPMode:     httpMode,
+		Exclusive:    *exclusive,
+		Registry:     *registry,
+		NoRegistry:   *registry == "",
+		Validate:     helios.Validate,
+		Elector:      elector,
+		AdvertiseURL: advertise,
+		Logger:       log,
+		Stdin:        stdin,
+		Stdout:       stdout,
 	})
 	if err != nil {
 		fmt.Fprintln(stderr, "helios:", err)
@@ -149,6 +167,47 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitError
 	}
 	return exitOK
+}
+
+// electorOf returns the etcd Elector the flags, the environment and the
+// home's etcd.yaml ask for, in that order of precedence, and the URL to
+// advertise; a nil Elector when none names an etcd cluster.
+func electorOf(fs *flag.FlagSet, home, endpoints string, flags etcdlock.Config, log *slog.Logger) (lifecycle.Elector, string, error) {
+	cfg, err := etcdlock.LoadConfig(home, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "etcd":
+			cfg.Endpoints = etcdlock.SplitEndpoints(endpoints)
+		case "etcd-prefix":
+			cfg.Prefix = flags.Prefix
+		case "etcd-name":
+			cfg.Name = flags.Name
+		case "etcd-ttl":
+			cfg.TTL = flags.TTL
+		case "etcd-cert":
+			cfg.CertFile = flags.CertFile
+		case "etcd-key":
+			cfg.KeyFile = flags.KeyFile
+		case "etcd-cacert":
+			cfg.CAFile = flags.CAFile
+		case "advertise":
+			cfg.Advertise = flags.Advertise
+		}
+	})
+	if !cfg.Enabled() {
+		if cfg.Advertise != "" {
+			return nil, "", errors.New("--advertise (or " + etcdlock.EnvAdvertise + ") needs --etcd: only an elected writer advertises its URL")
+		}
+		return nil, "", nil
+	}
+	el, err := etcdlock.New(cfg, "helios", log)
+	if err != nil {
+		return nil, "", err
+	}
+	return el, cfg.Advertise, nil
 }
 
 // httpModes are the values of --http-mode.

@@ -42,6 +42,10 @@ type serverOut struct {
 	Socket          string            `json:"socket,omitempty"`   // where launches on the home attach
 	Attached        int               `json:"attached"`           // the number of attached sessions
 	Sessions        []sessionOut      `json:"sessions,omitempty"` // status only: the attached sessions
+	// Cluster is the server's role among the hosts that serve its home
+	// under one elected writer (etcd), as of its last change; absent for a
+	// server that runs alone.
+	Cluster *statefile.Cluster `json:"cluster,omitempty"`
 }
 
 // sessionOut is a client session attached to the server (the writer)
@@ -76,7 +80,8 @@ type statusOut struct {
 
 func toServer(s *statefile.State) *serverOut {
 	out := &serverOut{Name: s.Name, Version: s.Version, PID: s.PID, Alive: s.Alive(), Status: s.Status,
-		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home, Socket: s.Socket, Attached: len(s.Sessions)}
+		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home, Socket: s.Socket, Attached: len(s.Sessions),
+		Cluster: s.Cluster}
 	if s.HTTP != nil {
 		out.URL = s.HTTP.URL
 		out.HTTPSessions, out.HTTPConnections = &s.HTTP.Sessions, &s.HTTP.Connections
@@ -183,6 +188,7 @@ func statusText(o statusOut) string {
 			}
 		}
 		b.WriteString("\n")
+		writeRole(&b, s.Cluster)
 		writeSessions(&b, s)
 		switch h := s.Health; {
 		case h == nil:
@@ -206,6 +212,31 @@ func statusText(o statusOut) string {
 		fmt.Fprintf(&b, "problem:   %s\n", p)
 	}
 	return b.String()
+}
+
+// writeRole writes the server's role among hosts, if it has one.
+func writeRole(b *strings.Builder, c *statefile.Cluster) {
+	if c == nil {
+		return
+	}
+	since := c.Since.Local().Format(time.DateTime)
+	other := "no active writer is known"
+	if c.Active != "" {
+		other = "the active writer is " + c.Active
+		if c.ActiveHost != "" {
+			other += " on " + c.ActiveHost
+		}
+	}
+	switch c.Role {
+	case statefile.RoleActive:
+		fmt.Fprintf(b, "role:      active writer (term %d) since %s\n", c.Term, since)
+	case statefile.RoleStandby:
+		fmt.Fprintf(b, "role:      standby since %s (refuses MCP requests); %s\n", since, other)
+	case statefile.RoleReadOnly:
+		fmt.Fprintf(b, "role:      read-only since %s: lost the writer's lease (etcd does not answer); serves reads, refuses changes\n", since)
+	default:
+		fmt.Fprintf(b, "role:      %q since %s\n", c.Role, since)
+	}
 }
 
 // writeSessions writes the sessions attached to the writer, one a line.
@@ -284,6 +315,9 @@ func (c *cli) servers(ctx context.Context, args []string) error {
 		}
 		if s.Attached > 0 {
 			transport += fmt.Sprintf(" +%d attached", s.Attached)
+		}
+		if s.Cluster != nil {
+			transport += " (" + s.Cluster.Role + ")"
 		}
 		fmt.Fprintf(&b, "%-10s pid %-7d %-8s %s  %s\n", s.Name, s.PID, s.Status, transport, s.Home)
 	}
