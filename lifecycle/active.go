@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -121,6 +122,9 @@ func (e *election) beforeChange(ctx context.Context, change string) error {
 // term must still hold once the change is durable. If it does not, the
 // change is not acknowledged.
 func (e *election) beforeAck(ctx context.Context, change, commit string) error {
+	if err := failpoint.Hit("lifecycle.before-ack"); err != nil {
+		return err
+	}
 	// The change is made: a client that gave up waiting must not turn a
 	// confirmable change into an unacknowledged one.
 	return e.confirm(context.WithoutCancel(ctx), change, commit)
@@ -241,6 +245,9 @@ func (e *election) stop() {
 	e.term = nil
 	e.mu.Unlock()
 	if t != nil {
+		if err := failpoint.Hit("lifecycle.before-resign"); err != nil {
+			e.log.Warn("resign", "err", err) // an injected error: resign all the same
+		}
 		e.resign(t)
 		e.log.Info("resigned the writer's lease", "term", t.Token())
 	}

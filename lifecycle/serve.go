@@ -71,6 +71,9 @@ func (w *writer) recordCluster(c statefile.Cluster) {
 // fetch goes first here, once gitstore has remotes), then
 // Options.BeforeActive runs. Changes are refused until it returns nil.
 func (w *writer) beforeActive(ctx context.Context) error {
+	if err := failpoint.Hit("lifecycle.elected-before-catch-up"); err != nil {
+		return err
+	}
 	if f := w.h.opts.BeforeActive; f != nil {
 		return f(ctx, w.env)
 	}

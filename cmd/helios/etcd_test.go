@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/internal/testserver/etcdtest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -138,6 +141,34 @@ func text(res *mcp.CallToolResult) string {
 	return b.String()
 }
 
+// connectTraced is connectHTTP with a client that signals wrote each time
+// it has written a request.
+func connectTraced(t *testing.T, st *statefile.State, wrote chan<- struct{}) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	rt := traced{next: mcptest.Bearer{Token: st.Token}, wrote: wrote}
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: st.HTTP.URL,
+		HTTPClient: &http.Client{Transport: rt}}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+type traced struct {
+	next  http.RoundTripper
+	wrote chan<- struct{}
+}
+
+func (tr traced) RoundTrip(r *http.Request) (*http.Response, error) {
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		select {
+		case tr.wrote <- struct{}{}:
+		default:
+		}
+	}}
+	return tr.next.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
+}
+
 // sampler reads every host's role every 50 ms and records each moment two
 // of them said they were active.
 type sampler struct {
@@ -238,6 +269,95 @@ func TestEtcdFailover(t *testing.T) {
 	assert.True(t, acked, answer)
 	t.Logf("first change acknowledged by the new writer %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
 	s.check(t)
+}
+
+// TestEtcdFencing: the active writer is stopped (SIGSTOP) past its lease,
+// with a change made but not yet answered; the standby takes over and
+// writes; the old writer, continued, acknowledges no change: not the one
+// in flight, not one its client sent while it was stopped, not one sent
+// after.
+func TestEtcdFencing(t *testing.T) {
+	srv := etcdtest.Start(t, nil)
+	// The second change sleeps between its commit and its answer: long
+	// enough (2.5 TTLs) that the test stops the writer before the sleep
+	// ends, even on a loaded machine.
+	a := startHostArmed(t, "a", srv.URL, "lifecycle.before-ack=sleep(5s)@2")
+	a.waitRole(t, statefile.RoleActive)
+	b := startHost(t, "b", srv.URL)
+	b.waitRole(t, statefile.RoleStandby)
+	ca := connectHTTP(t, a.st)
+	acked, answer := update(t, ca, "tone", "a-before")
+	require.True(t, acked, answer)
+	// cw's requests say when they have been written.
+	wrote := make(chan struct{}, 16)
+	cw := connectTraced(t, a.st, wrote)
+	s := sample(a, b)
+
+	type result struct {
+		what   string
+		acked  bool
+		answer string
+	}
+	results := make(chan result, 5)
+	var wg sync.WaitGroup
+	send := func(cs *mcp.ClientSession, value string) {
+		wg.Go(func() {
+			ok, text := update(t, cs, "tone", value)
+			results <- result{value, ok, text}
+		})
+	}
+	send(ca, "a-in-flight")
+	a.poll(t, "the change in flight committed", func() bool { return changes(t, a.home) == 2 })
+	require.NoError(t, syscall.Kill(a.Pid(), syscall.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			syscall.Kill(a.Pid(), syscall.SIGCONT)
+		}
+	}()
+	b.waitRole(t, statefile.RoleActive)
+	acked, answer = update(t, connectHTTP(t, b.st), "tone", "b-after")
+	require.True(t, acked, answer)
+
+	for len(wrote) > 0 {
+		<-wrote
+	}
+	send(cw, "a-while-stopped")
+	select { // the request is in the stopped process's socket
+	case <-wrote:
+	case <-time.After(hangAfter):
+		t.Fatal("the change to the stopped writer was not sent")
+	}
+	require.NoError(t, syscall.Kill(a.Pid(), syscall.SIGCONT))
+	stopped = false
+	for i := range 2 {
+		send(ca, fmt.Sprintf("a-after-%d", i))
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		t.Logf("the old writer answered %s: %s", r.what, r.answer)
+		assert.False(t, r.acked, "the old writer acknowledged %s after losing its lease: %s", r.what, r.answer)
+		if r.what == "a-in-flight" {
+			assert.Contains(t, r.answer, "is not acknowledged: this server lost the writer's lease")
+		} else {
+			assert.Regexp(t, `not the active writer|Service Unavailable`, r.answer)
+		}
+	}
+	a.waitRole(t, statefile.RoleStandby)
+	a.poll(t, "a to know the new writer", func() bool { return a.health()["active"] == b.st.HTTP.URL })
+	s.check(t)
+	// a made two changes: the one acknowledged, and the one in flight
+	// when it was stopped; none after.
+	assert.Equal(t, 2, changes(t, a.home))
+}
+
+// changes counts the update_preference commits in home's history.
+func changes(t *testing.T, home string) int {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "git", "-C", filepath.Join(home, "config"), "log", "--format=%s").Output()
+	require.NoError(t, err)
+	return strings.Count(string(out), "update_preference")
 }
 
 // TestEtcdDown: with etcd stopped, the active writer serves reads and

@@ -10,10 +10,12 @@
 // for gitstore's pack points, a home with an update interrupted between its
 // barriers for the start that rolls it forward, an upgrade for the
 // migration points, a writer with a second helios attached to it for the
-// points of attach and handover), then by SIGKILL after a random delay
-// during the stream, during start-up recovery, during the bootstrap of a
-// fresh home, during packing, during an upgrade, during shutdown (stdin
-// EOF with calls in flight, or SIGTERM), and of the writer or of the
+// points of attach and handover, a writer elected through a real etcd for
+// the points of taking office, acknowledging and resigning), then by
+// SIGKILL after a random delay during the stream, during start-up
+// recovery, during the bootstrap of a fresh home, during packing, during
+// an upgrade, during shutdown (stdin EOF with calls in flight, or
+// SIGTERM), and of the writer or of the
 // attached process while both their clients update. In the attach
 // workload the process that is not crashed must keep answering its
 // client (after a handover, as the new writer), an update whose outcome

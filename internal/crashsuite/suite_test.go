@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/internal/testserver/etcdtest"
 )
 
 // crashesEnv is the environment variable that sets the number of crashes.
@@ -52,7 +53,7 @@ func TestCrashSuite(t *testing.T) {
 	// The coverage test: a failpoint in failpoint.Names that the suite
 	// does not crash fails the build's tests.
 	assert.Empty(t, sum.Unfired, "failpoints armed but never fired: give them a workload in reach()")
-	assert.Equal(t, len(suitePoints()), sum.Failpoints, "every failpoint in failpoint.Names must fire")
+	assert.Equal(t, len(s.names()), sum.Failpoints, "every failpoint in failpoint.Names must fire")
 }
 
 // TestPlanArmsEveryFailpoint keeps the plan honest without running it:
@@ -88,10 +89,11 @@ const (
 	onPacked                   // a home past the pack threshold: the first commit packs
 	onUpgrade                  // a helios home heliosnext upgrades to schema 2
 	onAttached                 // the suite's home, a writer and a process attached to it
+	onElected                  // the suite's home, its writer elected through etcd
 )
 
 func (w workload) String() string {
-	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade", "attached clients"}[w]
+	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade", "attached clients", "elected writer"}[w]
 }
 
 // reach returns the workloads that reach failpoint name, tried in turn
@@ -103,6 +105,10 @@ func reach(name string) (homes []workload, hits int) {
 	switch {
 	case isAttachPoint(name):
 		return []workload{onAttached}, 1
+	case name == "lifecycle.before-ack":
+		return []workload{onElected}, 3 // one per update
+	case isElectedPoint(name):
+		return []workload{onElected}, 1
 	case name == "gitstore.before-pack", name == "gitstore.after-pack":
 		return []workload{onPacked}, 1
 	case name == "bootstrap.before-migration", name == "bootstrap.after-migration":
@@ -199,6 +205,8 @@ type suite struct {
 	packed   *home // the template behind onPacked, made once
 	cur      *iteration
 	landings map[string]int
+	etcd     *etcdtest.Server // the elected workload's
+	noEtcd   bool             // no etcd outside CI: no elected workload
 }
 
 // iteration is what the Plan's functions share about the iteration in
@@ -220,6 +228,7 @@ func newSuite(t *testing.T) *suite {
 	s := &suite{t: t, bin: binaries(t), dir: dir, landings: map[string]int{}}
 	s.checker = checker{mcpkeep: s.bin.mcpkeep, registry: dir + "/registry/servers.json"}
 	s.main = s.newHome()
+	s.startEtcd()
 	return s
 }
 
@@ -240,7 +249,7 @@ func (s *suite) plan(n int) crashtest.Plan {
 	rounds := max(1, n/50)
 	var fps []string
 	for range rounds {
-		fps = append(fps, suitePoints()...)
+		fps = append(fps, s.names()...)
 	}
 	return crashtest.Plan{
 		Iterations:    n,
@@ -253,6 +262,15 @@ func (s *suite) plan(n int) crashtest.Plan {
 		Restart:       s.restart,
 		Check:         s.check,
 	}
+}
+
+// names are the failpoints the suite crashes: suitePoints, but the
+// elected workload's outside CI when there is no etcd to run it.
+func (s *suite) names() []string {
+	if !s.noEtcd {
+		return suitePoints()
+	}
+	return slices.DeleteFunc(suitePoints(), isElectedPoint)
 }
 
 func (s *suite) cmd(h *home, failpoints string) crashtest.Cmd {
@@ -297,7 +315,7 @@ func (s *suite) start(ctx context.Context, it *crashtest.Iteration) (*crashtest.
 
 func (s *suite) startFailpoint(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
 	homes, hits := reach(it.Failpoint)
-	round := it.N / len(suitePoints())
+	round := it.N / len(s.names())
 	w := homes[round%len(homes)]
 	spec := it.Failpoints
 	if round > 0 && hits > 1 {
@@ -321,6 +339,8 @@ func (s *suite) startFailpoint(ctx context.Context, it *crashtest.Iteration) (*c
 			victim = "writer"
 		}
 		return s.startAttached(ctx, spec, victim)
+	case onElected:
+		return s.launchElected(ctx, it, spec)
 	}
 	if err != nil {
 		return nil, err

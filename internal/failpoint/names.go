@@ -60,6 +60,12 @@ var Names = []string{
 	"lifecycle.takeover-after-lock",   // an attached process that took the lock, before it starts as the writer
 	"lifecycle.handover-before-drain", // the writer, socket closed, before it drains its attached sessions
 	"lifecycle.before-shutdown-commit",
+
+	// lifecycle, a home whose writer is elected among hosts
+	// (Options.Elector): taking office, acknowledging a change, resigning.
+	"lifecycle.elected-before-catch-up", // elected, before catching up and serving as the active writer
+	"lifecycle.before-ack",              // a change durable, before its term is confirmed and it is acknowledged
+	"lifecycle.before-resign",           // a clean stop, after the shutdown commit, before the lease is given up
 }
 
 // Unreached lists the points of Names that no binary of this module
