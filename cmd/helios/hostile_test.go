@@ -137,6 +137,23 @@ func callEveryTool(t *testing.T, cs *mcp.ClientSession, names []string) []string
 	return answers
 }
 
+// findingsLogged reports whether log holds, for each persona name, a line
+// saying the file was quarantined as kind, with its remedy.
+func findingsLogged(log, kind string, personas []string) bool {
+	for _, n := range personas {
+		rel := "config/personas/" + n + ".yaml"
+		logged := false
+		for line := range strings.SplitSeq(log, "\n") {
+			logged = logged || strings.Contains(line, "kind="+kind+" path="+rel+` action="quarantined to backups/`) &&
+				strings.Contains(line, ` remedy="`)
+		}
+		if !logged {
+			return false
+		}
+	}
+	return true
+}
+
 // TestHostileConfigFiles plants, in config/personas/ of an installed home,
 // each input of hostileInputs, and starts the built helios on it, stopping
 // it by stdin EOF in one run and by SIGTERM in another. Start-up recovery
@@ -160,7 +177,11 @@ func TestHostileConfigFiles(t *testing.T) {
 				s := start(t, home, filepath.Join(t.TempDir(), "servers.json"))
 				cs, stdout := teeStdio(t, s)
 				s.ready(t)
-				startLog := s.Stderr()
+				// The log is copied from a pipe by another goroutine: poll
+				// for the findings rather than read it once.
+				s.poll(t, "every finding logged with its remedy", func() bool {
+					return findingsLogged(s.Stderr(), in.kind, in.persona)
+				})
 				info := mcptest.Call[struct{ Recovery []string }](t, cs, "server_info", nil)
 				for _, n := range in.persona {
 					rel := "config/personas/" + n + ".yaml"
@@ -169,12 +190,6 @@ func TestHostileConfigFiles(t *testing.T) {
 						found = found || strings.HasPrefix(f, in.kind+" "+rel+": quarantined to backups/")
 					}
 					assert.True(t, found, "a %s finding for %s in %v", in.kind, rel, info.Recovery)
-					logged := false
-					for line := range strings.SplitSeq(startLog, "\n") {
-						logged = logged || strings.Contains(line, "kind="+in.kind+" path="+rel+` action="quarantined to backups/`) &&
-							strings.Contains(line, ` remedy="`)
-					}
-					assert.True(t, logged, "the finding is logged with its remedy:\n%s", startLog)
 					_, err := os.Lstat(filepath.Join(personas, n+".yaml"))
 					assert.ErrorIs(t, err, os.ErrNotExist, "%s is out of config/", rel)
 				}
