@@ -100,3 +100,46 @@ func BenchmarkThreeFiles(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCacheRead reads a persona-sized YAML file one directory below
+// a Reader's Root, as a tool reads config on each call: decoded by
+// ReadYAMLStrict (impl=ReadYAMLStrict); through a Cache, the file's last
+// change older than the settle time (impl=Cache); and through a Cache,
+// the file changed just before (impl=Cache-recent: read again and
+// compared, not decoded).
+//
+//	go test -run '^$' -bench CacheRead -count 6 ./atomicfile
+func BenchmarkCacheRead(b *testing.B) {
+	root := b.TempDir()
+	path := filepath.Join(root, "personas", "default.yaml")
+	if err := os.Mkdir(filepath.Dir(path), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	data := []byte("name: default\nprefs:\n  tone: neutral\n  verbosity: normal\n  language: en\n")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	r := atomicfile.Reader{Root: root}
+	b.Run("impl=ReadYAMLStrict", func(b *testing.B) {
+		for b.Loop() {
+			var p person
+			if err := r.ReadYAMLStrict(path, &p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, impl := range []string{"Cache", "Cache-recent"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			var decodes int
+			c := personCache(root, &decodes)
+			if impl == "Cache" {
+				later(c)
+			}
+			for b.Loop() {
+				if _, err := c.Read(path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -104,3 +104,34 @@ func ExampleReader() {
 	}
 	// Output: persona.yaml is a symbolic link true
 }
+
+// Read a config file on every call of a tool, decoding it only when it
+// changed: a change by this process, by another or by hand is seen at the
+// next Read.
+func ExampleCache() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "persona.yaml")
+	_ = atomicfile.WriteFile(path, []byte("name: default\ntone: neutral\n"), 0)
+
+	type persona struct {
+		Name string `yaml:"name"`
+		Tone string `yaml:"tone"`
+	}
+	personas := &atomicfile.Cache[persona]{
+		Reader: atomicfile.Reader{Root: dir},
+		Decode: func(path string, data []byte) (persona, error) {
+			var p persona
+			err := atomicfile.ParseYAMLStrict(path, data, &p)
+			return p, err
+		},
+	}
+	p, _ := personas.Read(path)
+	fmt.Println(p.Tone)
+	_ = os.WriteFile(path, []byte("name: default\ntone: warm\n"), 0o600) // by hand
+	p, _ = personas.Read(path)
+	fmt.Println(p.Tone)
+	// Output:
+	// neutral
+	// warm
+}

@@ -135,22 +135,29 @@ func ReadFile(path string) ([]byte, error) { return Reader{}.ReadFile(path) }
 
 // ReadFile returns the bytes of the regular file at path; see Reader.
 func (r Reader) ReadFile(path string) ([]byte, error) {
+	data, _, err := r.readFile(path)
+	return data, err
+}
+
+// readFile is ReadFile, which also returns what the open file's fstat
+// said of it before it was read.
+func (r Reader) readFile(path string) ([]byte, *unix.Stat_t, error) {
 	fd, err := r.open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+	st := new(unix.Stat_t)
+	if err := unix.Fstat(fd, st); err != nil {
+		return nil, nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	mode := modeType(uint32(st.Mode))
 	if !mode.IsRegular() {
-		return nil, &RefusedError{Path: path, Mode: mode}
+		return nil, nil, &RefusedError{Path: path, Mode: mode}
 	}
 	limit := r.limit()
 	if limit >= 0 && st.Size > limit {
-		return nil, &RefusedError{Path: path, Size: st.Size, Limit: limit}
+		return nil, nil, &RefusedError{Path: path, Size: st.Size, Limit: limit}
 	}
 	// Read to the end, but at most one byte more than the limit: a file
 	// that grew since the fstat is refused, not read whole.
@@ -168,17 +175,17 @@ func (r Reader) ReadFile(path string) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, nil, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		if n == 0 {
 			break
 		}
 		data = data[:len(data)+n]
 		if limit >= 0 && int64(len(data)) > limit {
-			return nil, &RefusedError{Path: path, Size: int64(len(data)), Limit: limit}
+			return nil, nil, &RefusedError{Path: path, Size: int64(len(data)), Limit: limit}
 		}
 	}
-	return data, nil
+	return data, st, nil
 }
 
 func (r Reader) limit() int64 {
