@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,6 +75,32 @@ type config struct {
 	// explain adds the remedy to a disk or permission error; nil leaves
 	// errors as they are.
 	explain func(error) error
+	// bases and personaFiles keep base.yaml and the persona files decoded
+	// between calls, read through read and read again when they change
+	// on disk (atomicfile.Cache): get_persona reads both on every call.
+	bases        *atomicfile.Cache[Base]
+	personaFiles *atomicfile.Cache[Persona]
+}
+
+// newConfig returns the config of dir, read through read.
+func newConfig(dir string, read atomicfile.Reader, explain func(error) error) config {
+	return config{dir: dir, read: read, explain: explain,
+		bases:        &atomicfile.Cache[Base]{Reader: read, Decode: decodeStrict[Base]},
+		personaFiles: &atomicfile.Cache[Persona]{Reader: read, Decode: decodeStrict[Persona], Clone: clonePersona}}
+}
+
+// decodeStrict decodes a YAML file as ReadYAMLStrict does.
+func decodeStrict[T any](path string, data []byte) (T, error) {
+	var v T
+	err := atomicfile.ParseYAMLStrict(path, data, &v)
+	return v, err
+}
+
+// clonePersona returns a copy of p whose preferences can be changed
+// without changing p's.
+func clonePersona(p Persona) Persona {
+	p.Preferences = maps.Clone(p.Preferences)
+	return p
 }
 
 // wrap returns err explained, if there is an explain function.
@@ -87,8 +114,7 @@ func (c config) wrap(err error) error {
 func (c config) path(rel string) string { return filepath.Join(c.dir, filepath.FromSlash(rel)) }
 
 func (c config) base() (Base, error) {
-	var b Base
-	err := c.read.ReadYAMLStrict(c.path(baseFile), &b)
+	b, err := c.bases.Read(c.path(baseFile))
 	return b, c.wrap(err)
 }
 
@@ -96,8 +122,7 @@ func (c config) persona(name string) (Persona, error) {
 	if err := checkPersonaName(name); err != nil {
 		return Persona{}, err
 	}
-	var p Persona
-	err := c.read.ReadYAMLStrict(c.path(personaPath(name)), &p)
+	p, err := c.personaFiles.Read(c.path(personaPath(name)))
 	if errors.Is(err, fs.ErrNotExist) {
 		names, _ := c.personas()
 		return p, fmt.Errorf("no persona %q (have: %s)", name, strings.Join(names, ", "))
@@ -168,7 +193,7 @@ func short(s string) string {
 
 // ValidateDir checks a whole config directory, after migrations.
 func ValidateDir(dir string) error {
-	c := config{dir: dir, read: atomicfile.Reader{Root: dir}}
+	c := newConfig(dir, atomicfile.Reader{Root: dir}, nil)
 	b, err := c.base()
 	if err != nil {
 		return err

@@ -83,7 +83,7 @@ type (
 // NewServer builds helios's MCP server on env: the tools read and write the
 // files under env.ConfigDir, every change through env.Update.
 func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
-	t := &tools{env: env, cfg: config{dir: env.ConfigDir, read: env.Reader(), explain: env.Explain}}
+	t := &tools{env: env, cfg: newConfig(env.ConfigDir, env.Reader(), env.Explain)}
 	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: Version()}, &mcp.ServerOptions{
 		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
 		Logger:       lifecycle.SDKLogger(env.Logger),

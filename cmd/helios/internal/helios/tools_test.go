@@ -1,11 +1,14 @@
 package helios_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +162,96 @@ func TestTools(t *testing.T) {
 	assert.Equal(t, map[string]string{"tone": "neutral", "verbosity": "normal"}, p.Preferences, "as installed")
 }
 
+// TestReadsAreNeverStale: get_persona and get_config read through a
+// cache of the decoded files (atomicfile.Cache), and still answer what is
+// on disk after every kind of change: the tools' own, a rollback's, a hand
+// edit in place at the same size (the one a cache keyed by size and times
+// could miss), an editor's replace; and refuse, as an uncached read does,
+// a file or a directory replaced by a link, a fifo, or a file grown past
+// MaxFileSize, though the cache holds the file's earlier value.
+func TestReadsAreNeverStale(t *testing.T) {
+	const outsideMarker = "OUTSIDE-THE-HOME-5d20a3"
+	cs, home := serve(t, func(o *lifecycle.Options) { o.MaxFileSize = 4096 })
+	personas := filepath.Join(home, "config", "personas")
+	path := filepath.Join(personas, "default.yaml")
+	tone := func() string {
+		t.Helper()
+		return mcptest.Call[helios.Persona](t, cs, "get_persona", nil).Preferences["tone"]
+	}
+	refused := func(what string) {
+		t.Helper()
+		res := mcptest.CallTool(t, cs, "get_persona", nil)
+		assert.True(t, res.IsError, "%s: refused", what)
+		assert.NotContains(t, mcptest.Text(res), outsideMarker, what)
+		res = mcptest.CallTool(t, cs, "get_config", nil)
+		assert.True(t, res.IsError, "%s: refused by get_config too", what)
+	}
+	restore := func() {
+		t.Helper()
+		require.NoError(t, os.RemoveAll(path))
+		require.NoError(t, os.WriteFile(path, []byte("name: default\npreferences: {tone: t000}\n"), 0o600))
+		require.Equal(t, "t000", tone())
+	}
+	assert.Equal(t, "neutral", tone())
+
+	for i := range 10 { // this process's changes
+		v := fmt.Sprintf("u%03d", i)
+		mcptest.Call[change](t, cs, "update_preference", map[string]any{"key": "tone", "value": v})
+		require.Equal(t, v, tone(), "after update_preference")
+	}
+	h := mcptest.Call[history](t, cs, "history", map[string]any{"path": "personas/default.yaml", "limit": 2})
+	mcptest.Call[change](t, cs, "rollback", map[string]any{"rev": h.Commits[1].Hash})
+	require.Equal(t, "u008", tone(), "after rollback")
+
+	for i := range 100 { // hand edits in place, every one the same size
+		v := fmt.Sprintf("t%03d", i)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		require.NoError(t, err)
+		_, err = f.WriteString("name: default\npreferences: {tone: " + v + "}\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		require.Equal(t, v, tone(), "after an edit in place")
+	}
+	tmp := path + ".swp" // an editor's save: write aside, rename over
+	require.NoError(t, os.WriteFile(tmp, []byte("name: default\npreferences: {tone: vim}\n"), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+	require.Equal(t, "vim", tone(), "after an editor's replace")
+	base := filepath.Join(home, "config", "base.yaml")
+	require.NoError(t, os.WriteFile(base, []byte("name: helios\nactive_persona: concise\n"), 0o600))
+	assert.Equal(t, "concise", mcptest.Call[helios.Persona](t, cs, "get_persona", nil).Name, "base.yaml edited by hand")
+	require.NoError(t, os.WriteFile(base, []byte("name: helios\nactive_persona: default\n"), 0o600))
+
+	outside := t.TempDir()
+	evil := filepath.Join(outside, "default.yaml")
+	require.NoError(t, os.WriteFile(evil, []byte("name: default\npreferences: {tone: "+outsideMarker+"}\n"), 0o600))
+	restore()
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, os.Symlink(evil, path))
+	refused("file replaced by a link")
+
+	restore()
+	moved := filepath.Join(outside, "personas")
+	require.NoError(t, os.Rename(personas, moved))
+	require.NoError(t, os.Symlink(moved, personas))
+	refused("directory replaced by a link to it")
+	require.NoError(t, os.Remove(personas))
+	require.NoError(t, os.Rename(moved, personas))
+
+	restore()
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	refused("file replaced by a fifo")
+
+	restore()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("# " + strings.Repeat("x", 5000) + "\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	refused("file grown past MaxFileSize")
+	restore()
+}
+
 // TestServerInfoShowsHealth: server_info reports the state record with the
 // health checks' result, and never the token.
 func TestServerInfoShowsHealth(t *testing.T) {
@@ -217,6 +310,47 @@ func BenchmarkNewServer(b *testing.B) {
 	for b.Loop() {
 		if _, err := helios.NewServer(env); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGetPersona calls get_persona over stdio pipes, in this process:
+// on helios, on the harness in a home it installed (impl=helios), and on a
+// go-sdk server with one tool of the same name answering a fixed persona
+// (impl=trivial). The difference is what helios's tool costs per call,
+// reads of base.yaml and of the persona's file included, apart from any
+// transport; -cpuprofile shows where.
+//
+//	go test -run '^$' -bench GetPersona -benchmem -count 6 ./cmd/helios/internal/helios
+func BenchmarkGetPersona(b *testing.B) {
+	b.Run("impl=helios", func(b *testing.B) {
+		cs, _ := serve(b, func(*lifecycle.Options) {})
+		benchCalls(b, cs)
+	})
+	b.Run("impl=trivial", func(b *testing.B) {
+		server := mcp.NewServer(&mcp.Implementation{Name: "trivial", Version: "v0"}, nil)
+		answer := helios.Persona{Name: "default", Preferences: map[string]string{"tone": "neutral", "verbosity": "normal"}}
+		mcp.AddTool(server, &mcp.Tool{Name: "get_persona"},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, helios.Persona, error) {
+				return nil, answer, nil
+			})
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := server.Connect(b.Context(), st, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { ss.Close() })
+		client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil)
+		cs, err := client.Connect(b.Context(), ct, nil)
+		require.NoError(b, err)
+		b.Cleanup(func() { cs.Close() })
+		benchCalls(b, cs)
+	})
+}
+
+func benchCalls(b *testing.B, cs *mcp.ClientSession) {
+	for b.Loop() {
+		res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "get_persona"})
+		if err != nil || res.IsError {
+			b.Fatalf("get_persona: %v %s", err, mcptest.Text(res))
 		}
 	}
 }
