@@ -3,8 +3,11 @@ package mcpserve
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -73,5 +76,63 @@ func BenchmarkHTTPCall(b *testing.B) {
 		}
 		cancel()
 		wg.Wait()
+	}
+}
+
+// BenchmarkHandlerCall measures one tool call of a live session through
+// the HTTP handler alone, in memory, with no connection: through the
+// transport's handler (impl=mcpserve: Host, Origin and token checks,
+// the session table, the body read ahead) and through the go-sdk's
+// handler alone (impl=go-sdk). The difference is what the transport adds
+// to each call; -benchmem shows its allocations.
+//
+//	go test -run '^$' -bench HandlerCall -benchmem -count 6 ./lifecycle/internal/mcpserve
+func BenchmarkHandlerCall(b *testing.B) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "v0"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
+		return nil, echoOut(in), nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	for _, impl := range []string{"mcpserve", "go-sdk"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			var handler http.Handler
+			if impl == "mcpserve" {
+				h := newHTTPServer(server, nil, Options{Listener: ln, Token: "tok"}, slog.New(slog.DiscardHandler))
+				defer h.sessions.close()
+				handler = h.srv.Handler
+			} else {
+				handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+			}
+			post := func(session, body string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+				r.Host = ln.Addr().String()
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Accept", "application/json, text/event-stream")
+				r.Header.Set("Authorization", "Bearer tok")
+				if session != "" {
+					r.Header.Set(sessionHeader, session)
+					r.Header.Set(versionHeader, "2025-11-25")
+				}
+				w := httptest.NewRecorder()
+				handler.ServeHTTP(w, r)
+				if w.Code >= 300 {
+					b.Fatalf("%s: %d %s", body, w.Code, w.Body)
+				}
+				return w
+			}
+			w := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"b","version":"v0"}}}`)
+			id := w.Header().Get(sessionHeader)
+			post(id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`
+			for b.Loop() {
+				if w := post(id, call); !strings.Contains(w.Body.String(), `"n":1`) {
+					b.Fatalf("call answered %s", w.Body)
+				}
+			}
+		})
 	}
 }
