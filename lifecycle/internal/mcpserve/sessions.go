@@ -116,9 +116,6 @@ func (t *sessionTable) acquire(id string) *session {
 		t.quiet.Remove(s.elem)
 		s.elem = nil
 	}
-	if s.timer != nil {
-		s.timer.Stop()
-	}
 	return s
 }
 
@@ -133,25 +130,34 @@ func (t *sessionTable) release(s *session) {
 	}
 }
 
+// releaseLocked makes s idle from now. Its timer is started once, at the
+// first release, and is not touched by later requests: when it fires it
+// looks at how long s has been idle and waits again for the rest (expire),
+// so that a request costs no timer operation.
 func (t *sessionTable) releaseLocked(s *session) {
 	s.since = time.Now()
 	s.elem = t.quiet.PushBack(s)
-	if t.timeout <= 0 {
-		return
-	}
-	if s.timer == nil {
+	if t.timeout > 0 && s.timer == nil {
 		s.timer = time.AfterFunc(t.timeout, func() { t.expire(s) })
-	} else {
-		s.timer.Reset(t.timeout)
 	}
 }
 
-// expire closes s if it is still idle and has been for the timeout; a
-// timer that fires just as s was used again finds it busy, or idle for
-// less, and leaves it.
+// expire closes s if it has been idle for the timeout. A session busy when
+// the timer fires is looked at again a timeout later, one idle for less is
+// looked at again when its timeout would be up.
 func (t *sessionTable) expire(s *session) {
 	t.mu.Lock()
-	if s.gone || s.busy > 0 || time.Since(s.since) < t.timeout {
+	if s.gone {
+		t.mu.Unlock()
+		return
+	}
+	if s.busy > 0 {
+		s.timer.Reset(t.timeout)
+		t.mu.Unlock()
+		return
+	}
+	if idle := time.Since(s.since); idle < t.timeout {
+		s.timer.Reset(t.timeout - idle)
 		t.mu.Unlock()
 		return
 	}
