@@ -1,7 +1,11 @@
 package gitstore
 
 import (
+	"io"
+	iofs "io/fs"
+	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -46,4 +50,49 @@ func TestSyncFSSyncsWhatGoGitWrites(t *testing.T) {
 	assert.True(t, slices.Contains(synced, filepath.Join(dir, tmp.Name())), "the object, before its rename: %q", synced)
 	assert.True(t, slices.Contains(synced, filepath.Join(dir, "refs", "heads", "main")), "the ref: %q", synced)
 	assert.False(t, slices.Contains(synced, filepath.Join(dir, "empty")), "a file never written needs no fsync")
+}
+
+// TestSyncFSReadsPackIndexWhole: a pack index opened through syncFS, as
+// go-git opens it to decode it with reads of a few bytes each, is read
+// whole at once, and reads, seeks and reads at offsets as the file on disk
+// would, refusing writes; any other file opened for reading is the file
+// itself.
+func TestSyncFSReadsPackIndexWhole(t *testing.T) {
+	dir := t.TempDir()
+	fs := syncFS{osfs.New(dir)}
+	data := []byte("\xfftOc\x00\x00\x00\x02 the rest of a pack index")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "objects", "pack"), 0o700))
+	for _, name := range []string{"pack-1.idx", "pack-1.pack"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "objects", "pack", name), data, 0o600))
+	}
+
+	f, err := fs.Open(fs.Join("objects", "pack", "pack-1.idx"))
+	require.NoError(t, err)
+	require.IsType(t, &memFile{}, f)
+	assert.Equal(t, fs.Join("objects", "pack", "pack-1.idx"), f.Name())
+	head := make([]byte, 4)
+	_, err = io.ReadFull(f, head)
+	require.NoError(t, err)
+	assert.Equal(t, data[:4], head)
+	rest, err := io.ReadAll(f)
+	require.NoError(t, err)
+	assert.Equal(t, data[4:], rest)
+	_, err = f.Seek(8, io.SeekStart)
+	require.NoError(t, err)
+	at := make([]byte, 4)
+	_, err = f.ReadAt(at, 1)
+	require.NoError(t, err)
+	assert.Equal(t, data[1:5], at)
+	_, err = f.Write([]byte("x"))
+	require.ErrorIs(t, err, iofs.ErrPermission)
+	require.ErrorIs(t, f.Truncate(0), iofs.ErrPermission)
+	require.NoError(t, f.Close())
+
+	other, err := fs.Open(fs.Join("objects", "pack", "pack-1.pack"))
+	require.NoError(t, err)
+	assert.NotEqual(t, reflect.TypeOf(&memFile{}), reflect.TypeOf(other), "a pack is read as go-git reads it")
+	require.NoError(t, other.Close())
+
+	_, err = fs.Open(fs.Join("objects", "pack", "pack-2.idx"))
+	require.ErrorIs(t, err, iofs.ErrNotExist)
 }
