@@ -275,9 +275,20 @@ func (s *Store) iterate() bool {
 		}
 	}
 	s.gather()
-	next, err := s.takeStaged()
-	if err != nil {
-		next = nil // dropped, with the error on each commit
+	var next *batch
+	if !s.pushesFirst(prev) {
+		next, err = s.takeStaged()
+		if err != nil {
+			next = nil // dropped, with the error on each commit
+		}
+	}
+	if next != nil {
+		// A remote in sync mode gets the batch before it is durable
+		// here: refused there, it is written nowhere (remote.go).
+		if err = s.pushBatch(next); err != nil {
+			s.fail(next, err)
+			next = nil
+		}
 	}
 	if next == nil && prev == nil {
 		return err != nil // a dropped batch is progress: its waiters have their answer
@@ -497,7 +508,7 @@ func (b *batch) record(s *Store) *journalRecord {
 		rec.Base = base.String()
 	}
 	for _, c := range b.commits {
-		jc := journalCommit{Object: c.object}
+		jc := journalCommit{Object: c.object, Forward: c.forward}
 		for _, ch := range c.changes {
 			jch := journalChange{Path: ch.path}
 			if !ch.blob.IsZero() {

@@ -67,6 +67,12 @@ func (s *Store) dropMem(hashes []plumbing.Hash) {
 // at the next flush). The caller holds s.mu, or is Open.
 func (s *Store) setHead(h plumbing.Hash) {
 	s.headHash = h
+	if s.headMoved != nil {
+		select {
+		case s.headMoved <- struct{}{}:
+		default:
+		}
+	}
 	name := plumbing.ReferenceName(s.branch)
 	s.overlay[name] = plumbing.NewHashReference(name, h)
 	if len(s.staged) == 0 {

@@ -184,6 +184,11 @@ type Store struct {
 	indexDirty             bool
 	kick                   chan struct{}
 	maintained             atomic.Int32 // running Maintain calls: Commit leaves packing to them
+
+	// remote is the Remote attached to the store (remote.go), nil when
+	// none; headMoved is its pusher's signal that HEAD moved.
+	remote    *Remote
+	headMoved chan struct{}
 }
 
 func options(o *Options) Options {

@@ -50,6 +50,10 @@ type journalRecord struct {
 type journalCommit struct {
 	Object  []byte          `json:"object"` // the commit object's contents, as git encodes them
 	Changes []journalChange `json:"changes"`
+	// Forward marks a fast-forward to a commit fetched from a remote
+	// (remote.go): a descendant of its parent in the batch, not a child,
+	// and already in the repository.
+	Forward bool `json:"forward,omitempty"`
 }
 
 // journalChange is one path of a commit: its new blob and mode, or its

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,12 @@ type Commit struct {
 	Message string    `json:"message"` // without surrounding space
 	Author  string    `json:"author"`  // the author's name (Options.AuthorName)
 	When    time.Time `json:"when"`    // the author time, to the second
+	// Conflicts lists, for a merge of a remote's commits, the files both
+	// sides changed (this store's version kept) and the remote's entries
+	// it refused; ConflictTag is the conflicts/<time> tag on the remote's
+	// versions (see Store.Conflicts).
+	Conflicts   []string `json:"conflicts,omitempty"`
+	ConflictTag string   `json:"conflict_tag,omitempty"`
 }
 
 // cleanPath checks a work-tree path given by a caller: relative,
@@ -179,9 +186,15 @@ func (s *Store) History(p string, n int) ([]Commit, error) {
 			mine := entryHash(c, p)
 			changed = parent == nil && !mine.IsZero() || parent != nil && entryHash(parent, p) != mine
 		}
+		// A merge that kept this store's version of p changed nothing in
+		// it, but names it: the remote's version is in its history.
+		conflicts, tag := mergeConflicts(c)
+		if !changed && slices.ContainsFunc(conflicts, func(f string) bool { return f == p || strings.HasPrefix(f, p+"/") }) {
+			changed = true
+		}
 		if changed {
 			out = append(out, Commit{Hash: c.Hash.String(), Message: strings.TrimSpace(c.Message),
-				Author: c.Author.Name, When: c.Author.When})
+				Author: c.Author.Name, When: c.Author.When, Conflicts: conflicts, ConflictTag: tag})
 		}
 		c = parent
 	}

@@ -131,7 +131,11 @@ func (s *Store) rebuild(r *journalRecord, base plumbing.Hash) (*appliedRecord, [
 		if err := c.Decode(obj); err != nil {
 			return nil, nil, fmt.Errorf("commit of sequence %d: %w", r.Seq, err)
 		}
-		if want := parent; (len(c.ParentHashes) == 0) != want.IsZero() || (len(c.ParentHashes) > 0 && c.ParentHashes[0] != want) {
+		if jc.Forward {
+			if _, err := s.repo.CommitObject(obj.Hash()); err != nil {
+				return nil, nil, fmt.Errorf("fast-forward to %s, which is not in the repository: %w", obj.Hash(), err)
+			}
+		} else if want := parent; (len(c.ParentHashes) == 0) != want.IsZero() || (len(c.ParentHashes) > 0 && c.ParentHashes[0] != want) {
 			return nil, nil, fmt.Errorf("commit %s does not follow %s", obj.Hash(), want)
 		}
 		edits := make([]treeEdit, 0, len(jc.Changes))

@@ -49,6 +49,7 @@ type Staged struct {
 	object  []byte        // the commit object's contents
 	changes []stagedChange
 	added   []plumbing.Hash // objects this commit added to memory
+	forward bool            // a fast-forward to a fetched commit (integrate.go)
 	// Under s.mu: where the commit is, its result, and done, closed once
 	// Apply is done with it.
 	state    stagedState

@@ -32,6 +32,15 @@ var Names = []string{
 	"gitstore.flush-after-pack",
 	"gitstore.flush-after-ref",
 
+	// gitstore: a remote (issue 15). A fetch writes the remote's objects
+	// as one durable pack, then the tracking ref; a merge with conflicts
+	// writes its conflicts/<time> tag, then stages the merge commit, which
+	// Apply makes durable; in sync mode a push reaches the remote before
+	// the batch's first barrier here.
+	"gitstore.fetch-after-pack",
+	"gitstore.merge-after-tag",
+	"gitstore.push-after-remote", // the remote has the batch; nothing of it is durable here
+
 	// bootstrap: install, upgrade, stamp.
 	"bootstrap.after-dirs",
 	"bootstrap.after-defaults",

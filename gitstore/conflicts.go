@@ -1,0 +1,187 @@
+package gitstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+)
+
+// ConflictTagPrefix starts the name of every tag a merge makes for the
+// files both sides changed: conflicts/<UTC time>.
+const ConflictTagPrefix = "conflicts/"
+
+// The trailer lines of a merge commit's and a conflict tag's message.
+const (
+	trailerConflict = "Conflict: "
+	trailerRefused  = "Refused: "
+	trailerTag      = "Conflict-Tag: "
+)
+
+// Conflict is one merge that kept this store's version of files the
+// remote changed too, as its conflicts/<time> tag records it.
+type Conflict struct {
+	Tag    string    `json:"tag"`    // conflicts/<time>
+	When   time.Time `json:"when"`   // when the merge made it
+	Remote string    `json:"remote"` // the remote's commit: its versions of the files
+	// Files lists the files both sides changed: the tree kept this
+	// store's version; `git show <tag>:<file>` shows the remote's.
+	Files []string `json:"files,omitempty"`
+	// Refused lists the remote's entries gitstore would not write, each
+	// "path (what it is)".
+	Refused []string `json:"refused,omitempty"`
+}
+
+// Conflicts lists the conflicts/<time> tags, oldest first: merges whose
+// files a person should look at (the remote's version against the one
+// kept). ResolveConflict removes one once they have.
+func (s *Store) Conflicts() ([]Conflict, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conflicts()
+}
+
+// conflicts is Conflicts for a caller holding s.mu.
+func (s *Store) conflicts() ([]Conflict, error) {
+	iter, err := s.repo.Tags()
+	if err != nil {
+		return nil, err
+	}
+	var out []Conflict
+	err = iter.ForEach(func(ref *plumbing.Reference) error {
+		name := ref.Name().Short()
+		if !strings.HasPrefix(name, ConflictTagPrefix) {
+			return nil
+		}
+		tag, err := s.repo.TagObject(ref.Hash())
+		if err != nil {
+			return nil // not one of ours: a lightweight tag someone made
+		}
+		c := Conflict{Tag: name, When: tag.Tagger.When, Remote: tag.Target.String()}
+		c.Files, c.Refused = trailers(tag.Message)
+		out = append(out, c)
+		return nil
+	})
+	slices.SortFunc(out, func(a, b Conflict) int { return strings.Compare(a.Tag, b.Tag) })
+	return out, err
+}
+
+// trailers returns the Conflict and Refused trailer values of msg.
+func trailers(msg string) (conflicts, refused []string) {
+	for line := range strings.SplitSeq(msg, "\n") {
+		if v, ok := strings.CutPrefix(line, trailerConflict); ok {
+			conflicts = append(conflicts, strings.TrimSpace(v))
+		} else if v, ok := strings.CutPrefix(line, trailerRefused); ok {
+			refused = append(refused, strings.TrimSpace(v))
+		}
+	}
+	return conflicts, refused
+}
+
+// trailerValue returns the value of the first trailer line key in msg.
+func trailerValue(msg, key string) string {
+	for line := range strings.SplitSeq(msg, "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// conflictTag makes (or finds, when an earlier attempt at the same merge
+// made it) the tag conflicts/<time> on the remote's commit of plan p,
+// durably, and returns its name. The caller holds s.mu.
+func (s *Store) conflictTag(p *integrationPlan, remote string) (string, error) {
+	existing, err := s.conflicts()
+	if err != nil {
+		return "", err
+	}
+	for _, c := range existing {
+		if c.Remote == p.theirs.String() {
+			return c.Tag, nil
+		}
+	}
+	now := time.Now().UTC()
+	name := ConflictTagPrefix + now.Format("20060102T150405Z")
+	for i := 2; ; i++ {
+		if _, err := s.repo.Reference(plumbing.ReferenceName("refs/tags/"+name), false); errors.Is(err, plumbing.ErrReferenceNotFound) {
+			break
+		}
+		name = fmt.Sprintf("%s%s-%d", ConflictTagPrefix, now.Format("20060102T150405Z"), i)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "merge of %s at %s kept this home's version of files the remote changed too; "+
+		"the remote's versions are in this tag's commit (git show %s:<file>)\n\n", remote, short7(p.theirs), name)
+	for _, c := range p.conflicts {
+		fmt.Fprintf(&b, "%s%s\n", trailerConflict, c)
+	}
+	for _, c := range p.refused {
+		fmt.Fprintf(&b, "%s%s\n", trailerRefused, c)
+	}
+	tag := &object.Tag{Name: name, Message: b.String(), TargetType: plumbing.CommitObject, Target: p.theirs,
+		Tagger: object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: now.Truncate(time.Second)}}
+	obj := s.storage.NewEncodedObject()
+	if err := tag.Encode(obj); err != nil {
+		return "", err
+	}
+	tb := &treeBuilder{s: s, write: true}
+	h, err := tb.store(obj)
+	if err != nil {
+		return "", err
+	}
+	if err := tb.flush(); err != nil {
+		return "", fmt.Errorf("gitstore: write the tag %s: %w", name, err)
+	}
+	if err := s.writeRef("refs/tags/"+name, h); err != nil {
+		return "", fmt.Errorf("gitstore: write the tag %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// ResolveConflict removes the tag conflicts/<time> named tag, once a
+// person has settled the files it lists: the merge commit still records
+// both versions. A name that is not a conflict tag is an error.
+func (s *Store) ResolveConflict(tag string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writable("resolve conflict " + tag); err != nil {
+		return err
+	}
+	tag = strings.TrimPrefix(tag, "refs/tags/")
+	if !strings.HasPrefix(tag, ConflictTagPrefix) || plumbing.ReferenceName("refs/tags/"+tag).Validate() != nil {
+		return fmt.Errorf("gitstore: %q is not a conflict tag (they are named %s<time>; mcpkeep sync lists them)", tag, ConflictTagPrefix)
+	}
+	path := filepath.Join(s.gitDir, "refs", "tags", filepath.FromSlash(tag))
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("gitstore: no conflict tag %s in %s (mcpkeep sync lists them): %w", tag, s.dir, fs.ErrNotExist)
+		}
+		return err
+	}
+	return atomicfile.SyncDir(filepath.Dir(path))
+}
+
+// mergeConflicts returns the conflicted and refused files a merge commit's
+// message records, and its conflict tag.
+func mergeConflicts(c *object.Commit) (files []string, tag string) {
+	if c.NumParents() < 2 {
+		return nil, ""
+	}
+	conflicts, refused := trailers(c.Message)
+	for _, r := range refused {
+		if i := strings.LastIndex(r, " ("); i >= 0 {
+			r = r[:i]
+		}
+		conflicts = append(conflicts, r)
+	}
+	return conflicts, trailerValue(c.Message, trailerTag)
+}
