@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -52,27 +55,90 @@ func (s *Store) Conflicts() ([]Conflict, error) {
 
 // conflicts is Conflicts for a caller holding s.mu.
 func (s *Store) conflicts() ([]Conflict, error) {
-	iter, err := s.repo.Tags()
+	names, err := s.conflictRefs()
 	if err != nil {
 		return nil, err
 	}
 	var out []Conflict
-	err = iter.ForEach(func(ref *plumbing.Reference) error {
-		name := ref.Name().Short()
-		if !strings.HasPrefix(name, ConflictTagPrefix) {
-			return nil
+	for _, name := range names {
+		ref, err := s.repo.Reference(name, false)
+		if err != nil || ref.Type() != plumbing.HashReference {
+			continue // removed meanwhile, or not one of ours
 		}
 		tag, err := s.repo.TagObject(ref.Hash())
 		if err != nil {
-			return nil // not one of ours: a lightweight tag someone made
+			continue // not one of ours: a lightweight tag someone made
 		}
-		c := Conflict{Tag: name, When: tag.Tagger.When, Remote: tag.Target.String()}
+		c := Conflict{Tag: name.Short(), When: tag.Tagger.When, Remote: tag.Target.String()}
 		c.Files, c.Refused = trailers(tag.Message)
 		out = append(out, c)
-		return nil
-	})
+	}
 	slices.SortFunc(out, func(a, b Conflict) int { return strings.Compare(a.Tag, b.Tag) })
-	return out, err
+	return out, nil
+}
+
+// conflictRefs lists the refs under refs/tags/conflicts/, loose and
+// packed, without reading any other ref (a broken branch ref, which Open
+// repairs in memory only for a ReadOnly store, must not stop the list).
+func (s *Store) conflictRefs() ([]plumbing.ReferenceName, error) {
+	seen := map[plumbing.ReferenceName]bool{}
+	var out []plumbing.ReferenceName
+	add := func(name string) {
+		n := plumbing.ReferenceName(name)
+		if !seen[n] && n.Validate() == nil {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	root := filepath.Join(s.gitDir, "refs", "tags", strings.TrimSuffix(ConflictTagPrefix, "/"))
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || !d.Type().IsRegular() || IsTemp(d.Name()) {
+			return err
+		}
+		rel, err := filepath.Rel(s.gitDir, p)
+		if err == nil {
+			add(filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	packed, err := os.ReadFile(filepath.Join(s.gitDir, "packed-refs"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for line := range strings.SplitSeq(string(packed), "\n") {
+		if _, name, ok := strings.Cut(strings.TrimSpace(line), " "); ok && strings.HasPrefix(name, "refs/tags/"+ConflictTagPrefix) {
+			add(name)
+		}
+	}
+	return out, nil
+}
+
+// writeTrailers writes a Conflict line for each conflict of p and a
+// Refused line for each refusal. A path a remote chose that holds a
+// control character or is not UTF-8 is written quoted, Go-style: it must
+// not start a line of its own.
+func writeTrailers(b *strings.Builder, p *integrationPlan) {
+	for _, c := range p.conflicts {
+		fmt.Fprintf(b, "%s%s\n", trailerConflict, displayPath(c))
+	}
+	for _, c := range p.refused {
+		fmt.Fprintf(b, "%s%s\n", trailerRefused, displayPath(c))
+	}
+}
+
+// displayPath returns p, quoted when it holds a control character or is
+// not valid UTF-8.
+func displayPath(p string) string {
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 // trailers returns the Conflict and Refused trailer values of msg.
@@ -121,12 +187,7 @@ func (s *Store) conflictTag(p *integrationPlan, remote string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "merge of %s at %s kept this home's version of files the remote changed too; "+
 		"the remote's versions are in this tag's commit (git show %s:<file>)\n\n", remote, short7(p.theirs), name)
-	for _, c := range p.conflicts {
-		fmt.Fprintf(&b, "%s%s\n", trailerConflict, c)
-	}
-	for _, c := range p.refused {
-		fmt.Fprintf(&b, "%s%s\n", trailerRefused, c)
-	}
+	writeTrailers(&b, p)
 	tag := &object.Tag{Name: name, Message: b.String(), TargetType: plumbing.CommitObject, Target: p.theirs,
 		Tagger: object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: now.Truncate(time.Second)}}
 	obj := s.storage.NewEncodedObject()

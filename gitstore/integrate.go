@@ -153,12 +153,7 @@ func (r *Remote) mergeMessage(p *integrationPlan, tag string) string {
 		fmt.Fprintf(&b, "; kept this home's version of %d file(s) changed on both sides", n)
 	}
 	b.WriteString("\n\n")
-	for _, c := range p.conflicts {
-		fmt.Fprintf(&b, "%s%s\n", trailerConflict, c)
-	}
-	for _, c := range p.refused {
-		fmt.Fprintf(&b, "%s%s\n", trailerRefused, c)
-	}
+	writeTrailers(&b, p)
 	if tag != "" {
 		fmt.Fprintf(&b, "%s%s\n", trailerTag, tag)
 	}
