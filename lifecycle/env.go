@@ -40,6 +40,11 @@ type Env struct {
 	// transaction writes (0 means atomicfile.DefaultMaxSize):
 	// Options.MaxFileSize.
 	MaxFileSize int64
+	// Remote replicates Store through a git remote (Options.Remote), nil
+	// when there is none. In sync mode Update returns an error matching
+	// gitstore.ErrRemote, the change made nowhere, when the remote
+	// cannot take it.
+	Remote *gitstore.Remote
 
 	once sync.Once
 	turn chan struct{} // held while a transaction's function runs and its commit is staged
@@ -160,6 +165,9 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 		var ue *gitstore.UnfinishedError
 		if errors.As(err, &ue) {
 			return staged.Hash(), withRemedy(fmt.Errorf("lifecycle: %q is committed as %s, but: %w", msg, ue.Commit, err), e.Home)
+		}
+		if errors.Is(err, gitstore.ErrRemote) {
+			return "", fmt.Errorf("lifecycle: %q was not made: %w", msg, err)
 		}
 		return "", e.failed(msg, paths, "unchanged", err)
 	}

@@ -89,6 +89,10 @@ type Options struct {
 	// returns nil. An error resigns the term, to campaign again. A home
 	// replicated through a git remote catches up with it here first.
 	BeforeActive func(ctx context.Context, env *Env) error
+	// Remote replicates the config repository through a git remote;
+	// zero fields take the home's own setting, and with no URL in either
+	// there is none (see RemoteOptions).
+	Remote RemoteOptions
 
 	// Validate, if set, checks each config file during recovery.
 	Validate func(path string, data []byte) error

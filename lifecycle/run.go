@@ -125,7 +125,7 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	for _, r := range lock.Reclaimed() {
 		log.Warn("reclaimed a stale lock", "detail", r)
 	}
-	w := &writer{h: h, lock: lock, fwd: fwd, statePath: filepath.Join(o.Home, statefile.FileName)}
+	w := &writer{h: h, lock: lock, fwd: fwd, statePath: filepath.Join(o.Home, statefile.FileName), remoteStatus: newRemoteStatusWriter()}
 	prev, _ := statefile.Read(w.statePath) // the last run's port, if any; recovery moves a stale file away
 
 	spec := o.Spec
@@ -206,6 +206,13 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		c := w.elect.status()
 		st.Cluster = &c
 	}
+	if env.Remote, err = h.startRemote(ctx, env, w.remoteStatus.set); err != nil {
+		return err
+	}
+	if env.Remote != nil {
+		defer env.Remote.Close()
+		st.Remote = stateRemote(env.Remote.Status())
+	}
 
 	// The state file says ready: the transports are bound, and serving
 	// starts as soon as the server is built. It carries a first health
@@ -265,6 +272,15 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		err = errors.Join(err, cerr)
 	} else if hash != "" {
 		log.Info("committed uncommitted config at shutdown", "commit", hash)
+	}
+	if env.Remote != nil {
+		// What the remote lacks, one last try, bounded like the drain:
+		// the next start pushes what this one could not.
+		pctx, pcancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+		if perr := env.Remote.Push(pctx); perr != nil {
+			log.Warn("remote: could not push at shutdown; the next start pushes", "err", perr)
+		}
+		pcancel()
 	}
 	if w.elect != nil {
 		w.elect.stop()

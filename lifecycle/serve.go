@@ -35,7 +35,8 @@ type writer struct {
 	attached     *attach.Listener
 	changes      chan struct{} // the attached sessions changed
 
-	elect *election // nil unless Options.Elector is set
+	elect        *election           // nil unless Options.Elector is set
+	remoteStatus *remoteStatusWriter // the git remote's status, for the state file
 
 	mu sync.Mutex // guards st
 	st statefile.State
@@ -178,6 +179,12 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 				g.Go(func() { h.healthLoop(serveCtx, w.lock, w.statePath, w.update) })
 				if w.elect != nil {
 					g.Go(func() { w.elect.run(serveCtx) })
+				}
+				if w.env.Remote != nil {
+					// Fetches and merges every interval; in async
+					// mode, pushes. Its status goes to the state file.
+					g.Go(func() { w.env.Remote.Run(serveCtx) })
+					g.Go(func() { w.remoteStatus.run(serveCtx, w.update, log) })
 				}
 				w.publish(serveCtx)
 			})
