@@ -432,6 +432,9 @@ func (r *runner) config(ctx context.Context) error {
 	for _, msg := range store.Repairs() {
 		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
 	}
+	if err := r.conflicts(store, configDir); err != nil {
+		return err
+	}
 	files, err := configFiles(configDir)
 	if err != nil {
 		return err
@@ -464,6 +467,38 @@ func (r *runner) config(ctx context.Context) error {
 		f.Action = "committed as " + shortHash(hash)
 	}
 	r.add(f)
+	return nil
+}
+
+// conflicts adds a finding for each file a merge from the git remote
+// kept this home's version of while the remote changed it too, and for
+// each entry of the remote it refused: each conflicts/<time> tag that no
+// one has resolved yet (gitstore.Store.Conflicts).
+func (r *runner) conflicts(store *gitstore.Store, configDir string) error {
+	conflicts, err := store.Conflicts()
+	if err != nil {
+		r.log.Warn("recovery: could not list the conflicts of merges from the git remote", "err", err)
+		return nil
+	}
+	resolve := func(c gitstore.Conflict) string { return "then run `mcpkeep sync --resolve " + c.Tag + "`" }
+	for _, c := range conflicts {
+		for _, f := range c.Files {
+			r.add(Finding{Kind: KindMergeConflict, Path: ConfigDir + "/" + f, Action: "none", NeedsUser: true,
+				Detail: fmt.Sprintf("changed here and on the git remote: the merge of %s kept this home's version; the remote's is in tag %s",
+					shortHash(c.Remote), c.Tag),
+				Remedy: fmt.Sprintf("compare the two (git -C %s diff %s -- %s), make the file what it should be, ", configDir, c.Tag, f) + resolve(c)})
+		}
+		for _, f := range c.Refused {
+			path, what := f, ""
+			if i := strings.LastIndex(f, " ("); i >= 0 {
+				path, what = f[:i], f[i+2:]
+			}
+			r.add(Finding{Kind: KindMergeConflict, Path: ConfigDir + "/" + path, Action: "none", NeedsUser: true,
+				Detail: fmt.Sprintf("the git remote's %s is %s, which this home does not take (tag %s): its own version was kept",
+					path, strings.TrimSuffix(what, ")"), c.Tag),
+				Remedy: "remove or replace that entry on the remote, " + resolve(c)})
+		}
+	}
 	return nil
 }
 
