@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -141,7 +142,10 @@ func Serve(t testing.TB, dir string, opts *Options) *Server {
 		Path: backend,
 		Root: "/git",
 		Dir:  filepath.Dir(dir),
-		Env:  append(Env(), "GIT_PROJECT_ROOT="+filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1"),
+		// receive-pack's refusals (a compare-and-swap that lost) are
+		// the client's to report.
+		Stderr: io.Discard,
+		Env:    append(Env(), "GIT_PROJECT_ROOT="+filepath.Dir(dir), "GIT_HTTP_EXPORT_ALL=1"),
 	}
 	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
