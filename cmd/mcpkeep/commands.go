@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,7 +76,11 @@ type statusOut struct {
 	Lock           *lockOut   `json:"lock,omitempty"`
 	Server         *serverOut `json:"server,omitempty"`
 	Config         *configOut `json:"config,omitempty"`
-	Problems       []string   `json:"problems,omitempty"`
+	// Remote is where the config stands with its git remote: as the
+	// running server last reported it, or, with none running, as of the
+	// last fetch or push (no network is used).
+	Remote   *gitstore.RemoteStatus `json:"remote,omitempty"`
+	Problems []string               `json:"problems,omitempty"`
 }
 
 func toServer(s *statefile.State) *serverOut {
@@ -130,9 +135,17 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(err))
 	}
+	if out.Server != nil && out.Server.Alive {
+		if s, err := statefile.Read(filepath.Join(abs, statefile.FileName)); err == nil && s.Remote != nil {
+			out.Remote = fromState(s.Remote)
+		}
+	}
 	if store, err := gitstore.Open(filepath.Join(abs, "config"), &gitstore.Options{ReadOnly: true}); err == nil {
 		head, herr := store.Head()
 		dirty, derr := store.Dirty()
+		if out.Remote == nil {
+			out.Remote = lastSeen(store)
+		}
 		store.Close()
 		if err := errors.Join(herr, derr); err != nil {
 			out.Problems = append(out.Problems, oneLine(err))
@@ -208,6 +221,19 @@ func statusText(o statusOut) string {
 		}
 		fmt.Fprintf(&b, "config:    HEAD %s, %s\n", short(cfg.Head), dirty)
 	}
+	if r := o.Remote; r != nil {
+		fmt.Fprintf(&b, "remote:    %s (%s): ahead %d, behind %d", r.URL, cmp.Or(r.Mode, "mode unknown"), r.Ahead, r.Behind)
+		if !r.LastPush.IsZero() {
+			fmt.Fprintf(&b, ", last push %s", r.LastPush.Local().Format(time.DateTime))
+		}
+		if len(r.Conflicts) > 0 {
+			fmt.Fprintf(&b, ", %d conflict(s) to look at (mcpkeep sync)", len(r.Conflicts))
+		}
+		b.WriteString("\n")
+		if r.Error != "" {
+			fmt.Fprintf(&b, "remote:    last error: %s\n", flat(r.Error))
+		}
+	}
 	for _, p := range o.Problems {
 		fmt.Fprintf(&b, "problem:   %s\n", p)
 	}
@@ -260,6 +286,29 @@ func writeSessions(b *strings.Builder, s *serverOut) {
 		}
 		fmt.Fprintf(b, "%spid %d, %s, since %s\n", label, a.PID, client, a.Since.Local().Format(time.DateTime))
 	}
+}
+
+// fromState converts a server's remote status from its state file.
+func fromState(r *statefile.Remote) *gitstore.RemoteStatus {
+	return &gitstore.RemoteStatus{URL: r.URL, Mode: r.Mode, Branch: r.Branch, Head: r.Head, Remote: r.Remote,
+		Ahead: r.Ahead, Behind: r.Behind, OldestUnpushed: r.OldestUnpushed, LastFetch: r.LastFetch,
+		LastPush: r.LastPush, Error: r.Error, Conflicts: r.Conflicts}
+}
+
+// lastSeen returns where store stood with its remote (named by the
+// environment or the home) at its last fetch or push, nil without one.
+func lastSeen(store *gitstore.Store) *gitstore.RemoteStatus {
+	ro, _ := lifecycle.RemoteFromEnv()
+	resolved, ok, err := lifecycle.ResolveRemote(store, ro)
+	if err != nil || !ok {
+		return nil
+	}
+	st, err := store.LastSeen(resolved.URL, resolved.Branch)
+	if err != nil {
+		return nil
+	}
+	st.Mode = resolved.Mode.String()
+	return &st
 }
 
 func short(hash string) string {

@@ -8,13 +8,14 @@
 //	mcpkeep doctor   [--home DIR] [--fix] [--json]
 //	mcpkeep history  [--home DIR] [PATH] [-n N] [--json]
 //	mcpkeep rollback [--home DIR] REV [--json]
+//	mcpkeep sync     [--home DIR] [--remote URL] [--resolve TAG] [--json]
 //	mcpkeep version  [--json]   (or mcpkeep --version)
 //
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
 // Exit status: 0 ok, 1 error or, for status and doctor, problems found
 // (listed in the output, which is printed all the same), 2 usage, 3 the
-// home is in use by a live server (doctor --fix and rollback refuse to
-// write beside it). No command
+// home is in use by a live server (doctor --fix, rollback and sync refuse
+// to write beside it; sync prints the server's own last sync). No command
 // prints a bearer token, nor log lines: what a command repairs on its way,
 // such as a dead server's lock, is part of its output ("note:" lines, or
 // "notes" in JSON), and stderr carries one line, for an error.
@@ -52,6 +53,7 @@ var commands = []struct{ name, args, about string }{
 	{"doctor", "[--home DIR] [--fix]", "check the home; --fix repairs it (refused while a server runs)"},
 	{"history", "[--home DIR] [PATH] [-n N]", "commits that changed the config (or PATH)"},
 	{"rollback", "[--home DIR] REV", "make the config equal to REV as a new commit"},
+	{"sync", "[--home DIR] [--remote URL]", "fetch and merge the git remote, push, show ahead/behind/conflicts"},
 	{"version", "", "print mcpkeep's version (also mcpkeep --version)"},
 }
 
@@ -63,7 +65,7 @@ var usage = func() string {
 	}
 	b.WriteString("\nevery command takes --json.\n")
 	b.WriteString("exit status: 0 ok; 1 an error, or problems status or doctor found (and listed);\n")
-	b.WriteString("2 bad usage; 3 the home is in use by a live server (doctor --fix, rollback).\n")
+	b.WriteString("2 bad usage; 3 the home is in use by a live server (doctor --fix, rollback, sync).\n")
 	return b.String()
 }()
 
@@ -101,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"doctor":   c.doctor,
 		"history":  c.history,
 		"rollback": c.rollback,
+		"sync":     c.sync,
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
