@@ -5,13 +5,14 @@
 //
 // Usage:
 //
-//	helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--registry FILE] [--version]
+//	helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--remote URL [--remote-mode sync]] [--registry FILE] [--version]
 //
 // It speaks MCP over stdio (launch it from an MCP client) and, with --http,
 // over Streamable HTTP on ADDR (127.0.0.1:0 picks a port; the URL and bearer
 // token are in <home>/state.json); the --http-* flags set the limits on
 // what HTTP clients can hold (lifecycle.HTTPLimits) and which clients it
-// serves (lifecycle.HTTPMode). It stops when stdin ends, the client
+// serves (lifecycle.HTTPMode). --remote replicates the config through a
+// git remote (lifecycle.RemoteOptions). It stops when stdin ends, the client
 // being gone; --no-stdio serves HTTP alone and ignores stdin, for running
 // under nohup or a service manager, and stops on SIGTERM or SIGINT. A helios
 // launched on a home in use attaches to the one running there and serves
@@ -22,6 +23,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -86,8 +88,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.DurationVar(&limits.IdleTimeout, "http-idle-timeout", lifecycle.DefaultHTTPIdleTimeout, "close a keep-alive connection idle this long; negative: never")
 	fs.DurationVar(&limits.BodyReadTimeout, "http-body-timeout", lifecycle.DefaultHTTPBodyReadTimeout, "time a POST has to send its body; negative: no limit")
 	fs.IntVar(&limits.MaxBatch, "http-max-batch", lifecycle.DefaultHTTPMaxBatch, "most messages in a JSON-RPC batch (protocol 2025-03-26 and older); negative: no cap")
+	var remote lifecycle.RemoteOptions // the environment fills what the flags leave empty, below: a URL's password is never a flag default --help prints
+	fs.StringVar(&remote.URL, "remote", "", "replicate the config through this git remote (file://, https://, ssh://); default: env MCPKEEP_REMOTE,\nelse the home's config/.git remote \"origin\"; credentials from MCPKEEP_GIT_USERNAME/MCPKEEP_GIT_PASSWORD,\nMCPKEEP_GIT_SSH_KEY or the ssh agent")
+	fs.StringVar(&remote.Mode, "remote-mode", "", "async (a change is answered once durable here, pushed in the background) or sync (answered once the remote has it);\ndefault: env MCPKEEP_REMOTE_MODE, else the home's mcpkeep.remote.mode, else async")
+	fs.DurationVar(&remote.Interval, "remote-interval", 0, "how often to fetch and merge the remote (default: env MCPKEEP_REMOTE_INTERVAL, else the home's, else 30s)")
+	fs.BoolVar(&remote.Off, "no-remote", false, "do not replicate, even if the home names a remote")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--registry FILE] [--version]\n\n")
+		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--remote URL [--remote-mode sync]] [--registry FILE] [--version]\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +105,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "helios: unexpected argument %q (see helios --help)\n", fs.Arg(0))
+		return exitUsage
+	}
+	remoteEnv, err := lifecycle.RemoteFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, "helios:", err)
+		return exitUsage
+	}
+	remote.URL = cmp.Or(remote.URL, remoteEnv.URL)
+	remote.Mode = cmp.Or(remote.Mode, remoteEnv.Mode)
+	remote.Interval = cmp.Or(remote.Interval, remoteEnv.Interval)
+	if remote.Mode != "" && remote.Mode != "async" && remote.Mode != "sync" {
+		fmt.Fprintf(stderr, "helios: --remote-mode %q is neither async nor sync (see helios --help)\n", remote.Mode)
 		return exitUsage
 	}
 	if *showVersion {
@@ -151,6 +170,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Validate:     helios.Validate,
 		Elector:      elector,
 		AdvertiseURL: advertise,
+		Remote:       remote,
 		Logger:       log,
 		Stdin:        stdin,
 		Stdout:       stdout,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,11 +62,27 @@ type (
 	}
 	historyOut struct {
 		Commits []commitOut `json:"commits"`
+		// Conflicts lists the merges from the git remote that kept this
+		// home's version of files changed on both sides (of the path
+		// asked, or any), until `mcpkeep sync --resolve TAG`.
+		Conflicts []conflictOut `json:"conflicts,omitempty"`
+	}
+	conflictOut struct {
+		Tag     string    `json:"tag"`    // conflicts/<time>, on the remote's versions
+		When    time.Time `json:"when"`   // when the merge made it
+		Remote  string    `json:"remote"` // the remote's commit
+		Files   []string  `json:"files,omitempty"`
+		Refused []string  `json:"refused,omitempty"` // the remote's entries helios would not write
 	}
 	commitOut struct {
 		Hash    string    `json:"hash"`
 		Message string    `json:"message"`
 		When    time.Time `json:"when"`
+		// Conflicts and ConflictTag, for a merge from the git remote:
+		// the files both sides changed (this home's version kept) and the
+		// tag on the remote's versions.
+		Conflicts   []string `json:"conflicts,omitempty"`
+		ConflictTag string   `json:"conflict_tag,omitempty"`
 	}
 	infoOut struct {
 		// Protocol is the MCP protocol version of the calling client: the
@@ -262,7 +279,17 @@ func (t *tools) history(ctx context.Context, _ *mcp.CallToolRequest, in historyA
 	}
 	out := historyOut{Commits: []commitOut{}}
 	for _, c := range commits {
-		out.Commits = append(out.Commits, commitOut{Hash: c.Hash, Message: c.Message, When: c.When})
+		out.Commits = append(out.Commits, commitOut{Hash: c.Hash, Message: c.Message, When: c.When,
+			Conflicts: c.Conflicts, ConflictTag: c.ConflictTag})
+	}
+	conflicts, err := t.env.Store.Conflicts()
+	if err != nil {
+		return nil, historyOut{}, err
+	}
+	for _, c := range conflicts {
+		if in.Path == "" || slices.Contains(c.Files, in.Path) || slices.ContainsFunc(c.Refused, func(r string) bool { return strings.HasPrefix(r, in.Path+" (") }) {
+			out.Conflicts = append(out.Conflicts, conflictOut{Tag: c.Tag, When: c.When, Remote: c.Remote, Files: c.Files, Refused: c.Refused})
+		}
 	}
 	return nil, out, nil
 }
