@@ -53,8 +53,14 @@ func (r *Remote) Sync(ctx context.Context) (SyncReport, error) {
 // by RemoteOptions.Timeout).
 func (r *Remote) Run(ctx context.Context) error {
 	now := time.Now()
-	fetchAt := now // at once
+	fetchAt := now // at once, unless a fetch just happened (a catch-up before serving)
 	var pushAt, firstKick time.Time
+	if st := r.Status(); !st.LastFetch.IsZero() && st.LastFetch.Add(r.opts.Interval).After(now) {
+		fetchAt = st.LastFetch.Add(r.opts.Interval)
+		if st.Ahead > 0 {
+			pushAt, firstKick = now, now
+		}
+	}
 	failures := 0
 	backoff := func() time.Duration {
 		failures++

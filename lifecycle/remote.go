@@ -162,6 +162,17 @@ func (w *remoteStatusWriter) set(st gitstore.RemoteStatus) {
 	}
 }
 
+// drop forgets the status set so far: the state file starts with it.
+func (w *remoteStatusWriter) drop() {
+	w.mu.Lock()
+	w.latest = nil
+	w.mu.Unlock()
+	select {
+	case <-w.signal:
+	default:
+	}
+}
+
 // run writes the latest status with update until ctx is done.
 func (w *remoteStatusWriter) run(ctx context.Context, update func(func(*statefile.State)) error, log *slog.Logger) {
 	var last time.Time

@@ -212,6 +212,7 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	if env.Remote != nil {
 		defer env.Remote.Close()
 		st.Remote = stateRemote(env.Remote.Status())
+		w.remoteStatus.drop() // the catch-up's: in the first state file already
 	}
 
 	// The state file says ready: the transports are bound, and serving
