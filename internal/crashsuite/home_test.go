@@ -71,7 +71,8 @@ type slot struct {
 // acknowledged there.
 type home struct {
 	dir     string
-	next    bool // upgraded to heliosnext's schema 2; helios refuses it
+	next    bool   // upgraded to heliosnext's schema 2; helios refuses it
+	remote  string // the file:// URL of the git remote it replicates to in sync mode; "" for none
 	acks    []ack
 	checked int // acks[:checked] were found at their commits by an earlier check
 	slots   map[string]*slot
@@ -214,6 +215,9 @@ func (c checker) check(ctx context.Context, h *home) []error {
 	errs = append(errs, h.checkHistory(ctx)...)
 	if err := fsck(ctx, h.configDir()); err != nil {
 		errs = append(errs, err)
+	}
+	if h.remote != "" {
+		errs = append(errs, c.checkRemote(ctx, h)...)
 	}
 	if err := c.doctor(ctx, h.dir); err != nil {
 		errs = append(errs, err)

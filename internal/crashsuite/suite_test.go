@@ -90,10 +90,11 @@ const (
 	onUpgrade                  // a helios home heliosnext upgrades to schema 2
 	onAttached                 // the suite's home, a writer and a process attached to it
 	onElected                  // the suite's home, its writer elected through etcd
+	onRemote                   // a home replicated to a git remote in sync mode, whose start merges a conflict
 )
 
 func (w workload) String() string {
-	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade", "attached clients", "elected writer"}[w]
+	return [...]string{"installed home", "fresh home", "interrupted update", "packed home", "upgrade", "attached clients", "elected writer", "git remote"}[w]
 }
 
 // reach returns the workloads that reach failpoint name, tried in turn
@@ -111,6 +112,10 @@ func reach(name string) (homes []workload, hits int) {
 		return []workload{onElected}, 1
 	case name == "gitstore.before-pack", name == "gitstore.after-pack":
 		return []workload{onPacked}, 1
+	case name == "gitstore.fetch-after-pack", name == "gitstore.merge-after-tag":
+		return []workload{onRemote}, 1 // the start's catch-up: the peer's objects, the conflict
+	case name == "gitstore.push-after-remote":
+		return []workload{onRemote}, 4 // the merge's push, then one per update
 	case name == "bootstrap.before-migration", name == "bootstrap.after-migration":
 		return []workload{onUpgrade}, 1
 	case name == "bootstrap.before-stamp":
@@ -202,7 +207,8 @@ type suite struct {
 	checker  checker
 	main     *home // the home most iterations crash on
 	homes    int
-	packed   *home // the template behind onPacked, made once
+	packed   *home        // the template behind onPacked, made once
+	remote   *remoteSetup // the workload behind onRemote, made again after a violation
 	cur      *iteration
 	landings map[string]int
 	etcd     *etcdtest.Server // the elected workload's
@@ -278,7 +284,11 @@ func (s *suite) cmd(h *home, failpoints string) crashtest.Cmd {
 	if h.next {
 		path = s.bin.next
 	}
-	return crashtest.Cmd{Path: path, Args: []string{"--home", h.dir, "--registry", s.checker.registry}, Failpoints: failpoints}
+	args := []string{"--home", h.dir, "--registry", s.checker.registry}
+	if h.remote != "" {
+		args = append(args, "--remote", h.remote, "--remote-mode", "sync")
+	}
+	return crashtest.Cmd{Path: path, Args: args, Failpoints: failpoints}
 }
 
 // begin retires the last iteration's extra home and starts a new record.
@@ -287,7 +297,11 @@ func (s *suite) begin(it *crashtest.Iteration, kind, scenario string) {
 		s.t.Logf("crash suite: iteration %d", it.N)
 	}
 	if last := s.cur; last != nil {
-		if last.home != s.main {
+		if s.remote != nil && last.home == s.remote.home {
+			if last.failed {
+				s.remote = nil // the next onRemote iteration starts afresh
+			}
+		} else if last.home != s.main {
 			os.RemoveAll(last.home.dir)
 		}
 		if last.failed {
@@ -341,6 +355,8 @@ func (s *suite) startFailpoint(ctx context.Context, it *crashtest.Iteration) (*c
 		return s.startAttached(ctx, spec, victim)
 	case onElected:
 		return s.launchElected(ctx, it, spec)
+	case onRemote:
+		err = s.useRemote(ctx)
 	}
 	if err != nil {
 		return nil, err
