@@ -1,6 +1,8 @@
 // Package gitremote gives tests a real git remote: a bare repository made
-// by the git CLI, reached as a file:// URL or served over HTTP by git
-// http-backend through net/http/cgi on 127.0.0.1. Every server a test
+// by the git CLI, reached as a file:// URL, served over HTTP by git
+// http-backend through net/http/cgi on 127.0.0.1, or over ssh by an
+// in-process ssh server running git-upload-pack and git-receive-pack
+// (ServeSSH). Every server a test
 // starts is stopped when the test ends. Without the git CLI a test is
 // skipped, except in CI (CI set), where it fails saying what to install.
 package gitremote
