@@ -17,6 +17,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // The wire: gitstore speaks git's protocol through go-git's transports
@@ -71,7 +72,16 @@ func (r *Remote) wireError(op string, err error) error {
 		return re
 	}
 	hint := ""
+	var hostKey *knownhosts.KeyError
 	switch {
+	case errors.As(err, &hostKey):
+		if len(hostKey.Want) > 0 {
+			hint = " (the server's host key is not the one known_hosts has for it: check why before you replace that line)"
+		} else {
+			hint = " (the server's host key is not in known_hosts: check it, then add it, e.g. with ssh-keyscan, to ~/.ssh/known_hosts or the file SSH_KNOWN_HOSTS names)"
+		}
+	case strings.Contains(err.Error(), "ssh: unable to authenticate"):
+		hint = fmt.Sprintf(" (the server took no key offered: set %s to a key file it authorizes, or add one to the ssh agent at SSH_AUTH_SOCK)", EnvGitSSHKey)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
 		hint = fmt.Sprintf(" (set %s and %s, or for ssh %s or an ssh agent)", EnvGitUsername, EnvGitPassword, EnvGitSSHKey)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
