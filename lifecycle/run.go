@@ -274,9 +274,10 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	} else if hash != "" {
 		log.Info("committed uncommitted config at shutdown", "commit", hash)
 	}
-	if env.Remote != nil {
+	if env.Remote != nil && (w.elect == nil || w.elect.status().Role == statefile.RoleActive) {
 		// What the remote lacks, one last try, bounded like the drain:
-		// the next start pushes what this one could not.
+		// the next start pushes what this one could not. A standby
+		// pushes nothing: the writer's history is the remote's.
 		pctx, pcancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 		if perr := env.Remote.Push(pctx); perr != nil {
 			log.Warn("remote: could not push at shutdown; the next start pushes", "err", perr)

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
@@ -67,13 +69,24 @@ func (w *writer) recordCluster(c statefile.Cluster) {
 }
 
 // beforeActive runs each time the Elector elects this server, before it
-// serves as the active writer. This is where a home replicated through a
-// git remote catches up with what the last writer pushed (the remote's
-// fetch goes first here, once gitstore has remotes), then
-// Options.BeforeActive runs. Changes are refused until it returns nil.
+// serves as the active writer. A home replicated through a git remote
+// first catches up with what the last writer pushed: in sync mode every
+// change the last writer acknowledged is on the remote, so a fetch that
+// fails resigns the term (another host, or a later campaign, takes it);
+// in async mode the remote never had every acknowledged change, and a
+// failed fetch is only logged. Then Options.BeforeActive runs. Changes
+// are refused until it returns nil.
 func (w *writer) beforeActive(ctx context.Context) error {
 	if err := failpoint.Hit("lifecycle.elected-before-catch-up"); err != nil {
 		return err
+	}
+	if r := w.env.Remote; r != nil {
+		if _, err := r.Fetch(ctx); err != nil {
+			if r.Mode() == gitstore.RemoteSync {
+				return fmt.Errorf("lifecycle: elected, but could not catch up with the git remote, which has every change the last writer acknowledged: %w", err)
+			}
+			w.h.log.Warn("elected: could not fetch the git remote first; serving as the writer with what this home has", "err", err)
+		}
 	}
 	if f := w.h.opts.BeforeActive; f != nil {
 		return f(ctx, w.env)
