@@ -31,7 +31,7 @@ type Commit struct {
 	// it refused; ConflictTag is the conflicts/<time> tag on the remote's
 	// versions (see Store.Conflicts).
 	Conflicts   []string `json:"conflicts,omitempty"`
-	ConflictTag string   `json:"conflict_tag,omitempty"`
+	ConflictTag string   `json:"conflict_tag,omitempty"` // "" when the commit is no such merge
 }
 
 // cleanPath checks a work-tree path given by a caller: relative,

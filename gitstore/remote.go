@@ -214,24 +214,24 @@ func (r redactor) errorf(op string, moved bool, format string, args ...any) *Rem
 
 // RemoteStatus is where a store stands with its remote.
 type RemoteStatus struct {
-	URL    string `json:"url"`  // the remote, its password replaced
-	Mode   string `json:"mode"` // "async" or "sync"
-	Branch string `json:"branch"`
+	URL    string `json:"url"`    // the remote, its password replaced
+	Mode   string `json:"mode"`   // "async" or "sync"
+	Branch string `json:"branch"` // the remote branch pushed and fetched
 	// Head is this store's last commit; Remote the remote branch's, as
 	// this store last saw it ("" before the first fetch or push, or when
 	// the remote has no such branch).
-	Head   string `json:"head,omitempty"`
-	Remote string `json:"remote,omitempty"`
+	Head   string `json:"head,omitempty"`   // this store's last commit
+	Remote string `json:"remote,omitempty"` // the remote branch's last commit, as last seen
 	// Ahead counts the commits here the remote lacks (what a push would
 	// send); Behind those the remote has that are not merged here yet.
 	// Both are counted after each fetch and push, up to 10,000.
-	Ahead  int `json:"ahead"`
-	Behind int `json:"behind"`
+	Ahead  int `json:"ahead"`  // commits here the remote lacks
+	Behind int `json:"behind"` // commits of the remote not merged here yet
 	// OldestUnpushed is when the oldest commit the remote lacks was
 	// made, zero when it lacks none: how far behind, in time.
 	OldestUnpushed time.Time `json:"oldest_unpushed,omitzero"`
-	LastFetch      time.Time `json:"last_fetch,omitzero"`
-	LastPush       time.Time `json:"last_push,omitzero"`
+	LastFetch      time.Time `json:"last_fetch,omitzero"` // when a fetch last worked, zero before the first
+	LastPush       time.Time `json:"last_push,omitzero"`  // when a push last worked, zero before the first
 	// Error is why the last fetch or push failed; "" when it worked.
 	Error string `json:"error,omitempty"`
 	// Conflicts lists the conflicts/<time> tags of merges that kept this

@@ -21,9 +21,9 @@ var (
 // SyncReport is what Sync did: the fetch and its integration, the push,
 // and where the store stands after.
 type SyncReport struct {
-	Fetch  Integration  `json:"fetch"`
+	Fetch  Integration  `json:"fetch"`  // what the fetch brought and how it was integrated
 	Pushed bool         `json:"pushed"` // the remote took commits of this store
-	Status RemoteStatus `json:"status"`
+	Status RemoteStatus `json:"status"` // where the store stands after both
 }
 
 // Sync fetches and integrates the remote's commits (Fetch), then pushes

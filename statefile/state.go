@@ -61,20 +61,20 @@ type Health struct {
 // Remote is where a server's config repository stands with its git
 // remote (lifecycle.RemoteOptions), as of its last fetch or push.
 type Remote struct {
-	URL    string `json:"url"`  // the remote, its password replaced: no credential is ever written here
-	Mode   string `json:"mode"` // "async" or "sync"
-	Branch string `json:"branch,omitempty"`
+	URL    string `json:"url"`              // the remote, its password replaced: no credential is ever written here
+	Mode   string `json:"mode"`             // "async" or "sync"
+	Branch string `json:"branch,omitempty"` // the remote branch replicated
 	Head   string `json:"head,omitempty"`   // the home's last commit
 	Remote string `json:"remote,omitempty"` // the remote branch's, as last seen
 	// Ahead counts the home's commits the remote lacks: how far behind
 	// the remote is; OldestUnpushed is when the oldest of them was made.
 	Ahead          int       `json:"ahead"`
-	Behind         int       `json:"behind"` // the remote's commits not merged here yet
-	OldestUnpushed time.Time `json:"oldest_unpushed,omitzero"`
-	LastFetch      time.Time `json:"last_fetch,omitzero"`
-	LastPush       time.Time `json:"last_push,omitzero"`
-	Error          string    `json:"error,omitempty"`     // why the last fetch or push failed
-	Conflicts      []string  `json:"conflicts,omitempty"` // conflicts/<time> tags to look at
+	Behind         int       `json:"behind"`                   // the remote's commits not merged here yet
+	OldestUnpushed time.Time `json:"oldest_unpushed,omitzero"` // zero when the remote lacks none
+	LastFetch      time.Time `json:"last_fetch,omitzero"`      // when a fetch last worked
+	LastPush       time.Time `json:"last_push,omitzero"`       // when a push last worked
+	Error          string    `json:"error,omitempty"`          // why the last fetch or push failed
+	Conflicts      []string  `json:"conflicts,omitempty"`      // conflicts/<time> tags to look at
 }
 
 // State is a running server's record.
