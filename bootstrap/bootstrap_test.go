@@ -563,21 +563,21 @@ func TestMigrationsAreChecked(t *testing.T) {
 		want       []string // in the error
 	}{
 		{"nil Apply", []bootstrap.Migration{{From: 1, To: 2, Name: "one", Apply: ok}, {From: 2, To: 3, Name: "two"}},
-			[]string{`"two" (v2→v3)`, "Apply is nil"}},
+			[]string{`"two", v2→v3`, "Apply is nil"}},
 		{"From not below To", []bootstrap.Migration{{From: 1, To: 3, Name: "one", Apply: ok}, {From: 3, To: 3, Name: "same", Apply: ok}},
-			[]string{`"same" (v3→v3)`, "From must be below To"}},
+			[]string{`"same", v3→v3`, "From must be below To"}},
 		{"backwards", []bootstrap.Migration{{From: 3, To: 1, Name: "back", Apply: ok}},
-			[]string{`"back" (v3→v1)`, "From must be below To"}},
+			[]string{`"back", v3→v1`, "From must be below To"}},
 		{"From below 1", []bootstrap.Migration{{From: 0, To: 3, Name: "zero", Apply: ok}},
-			[]string{`"zero" (v0→v3)`, "From must be 1 or more"}},
+			[]string{`"zero", v0→v3`, "From must be 1 or more"}},
 		{"past the schema", []bootstrap.Migration{{From: 1, To: 4, Name: "far", Apply: ok}},
-			[]string{`"far" (v1→v4)`, "past the current schema 3"}},
+			[]string{`"far", v1→v4`, "past the current schema 3"}},
 		{"gap", []bootstrap.Migration{{From: 1, To: 2, Name: "one", Apply: ok}}, // nothing from 2 to 3
-			[]string{`"one" (v1→v2)`, "no migration starts at v2"}},
+			[]string{`"one", v1→v2`, "no migration starts at v2"}},
 		{"two from one schema", []bootstrap.Migration{{From: 1, To: 2, Name: "one", Apply: ok}, {From: 2, To: 3, Name: "two", Apply: ok}, {From: 1, To: 3, Name: "shortcut", Apply: ok}},
-			[]string{`"shortcut" (v1→v3)`, `"one" also starts at v1`}},
+			[]string{`"shortcut", v1→v3`, `"one" also starts at v1`}},
 		{"unnamed", []bootstrap.Migration{{From: 1, To: 3, Apply: ok}, {From: 2, To: 3}},
-			[]string{`Spec.Migrations[1], migration "#1" (v2→v3)`, "Apply is nil"}},
+			[]string{`Spec.Migrations[1] (migration "#1", v2→v3)`, "Apply is nil"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := copyFixture(t, "needs-upgrade", true)
@@ -585,7 +585,9 @@ func TestMigrationsAreChecked(t *testing.T) {
 			s := spec(home)
 			s.Schema, s.Migrations = 3, tc.migrations
 			_, err := bootstrap.Ensure(t.Context(), s)
-			require.Error(t, err)
+			var se *bootstrap.SpecError
+			require.ErrorAs(t, err, &se)
+			assert.True(t, strings.HasPrefix(se.Field, "Migrations["), se.Field)
 			assert.NotErrorIs(t, err, bootstrap.ErrMigration, "no migration ran")
 			for _, w := range tc.want {
 				assert.ErrorContains(t, err, w)
@@ -598,6 +600,40 @@ func TestMigrationsAreChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpecIsChecked: a Spec without a Home or a Schema, or with a directory
+// outside the home, is refused with a *SpecError naming the field, before
+// anything is written; Check says the same without touching anything.
+func TestSpecIsChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*bootstrap.Spec)
+		field  string
+	}{
+		{"no home", func(s *bootstrap.Spec) { s.Home = "" }, "Home"},
+		{"zero schema", func(s *bootstrap.Spec) { s.Schema = 0 }, "Schema"},
+		{"negative schema", func(s *bootstrap.Spec) { s.Schema = -1 }, "Schema"},
+		{"a directory above the home", func(s *bootstrap.Spec) { s.Dirs = []string{"cache", "../elsewhere"} }, "Dirs[1]"},
+		{"an absolute directory", func(s *bootstrap.Spec) { s.Dirs = []string{"/tmp/x"} }, "Dirs[0]"},
+		{"an empty directory", func(s *bootstrap.Spec) { s.Dirs = []string{""} }, "Dirs[0]"},
+		{"the stamp", func(s *bootstrap.Spec) { s.Dirs = []string{"cache", "config/sub", ".version"} }, "Dirs[2]"},
+		{"the state file", func(s *bootstrap.Spec) { s.Dirs = []string{"state.json/x"} }, "Dirs[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			s := spec(home)
+			tc.change(&s)
+			var se *bootstrap.SpecError
+			require.ErrorAs(t, s.Check(), &se)
+			assert.Equal(t, tc.field, se.Field)
+			_, err := bootstrap.Ensure(t.Context(), s)
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.field, se.Field)
+			assert.NoDirExists(t, home, "nothing is written")
+		})
+	}
+	require.NoError(t, spec(t.TempDir()).Check())
 }
 
 func TestIsLayoutName(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,8 +33,9 @@ type Spec struct {
 	Home           string // the home directory; created if missing
 	Schema         int    // the current schema version, 1 or more
 	ToolkitVersion string // "" = ToolkitVersion()
-	// Dirs are extra directories (relative to Home) created 0700, besides
-	// config/, checkpoints/ and backups/.
+	// Dirs are extra directories (relative to Home, without "..") created
+	// 0700, besides config/, checkpoints/ and backups/; a name the layout
+	// uses for a file (.version, .lock, state.json) is refused.
 	Dirs []string
 	// Defaults are the default files, rooted like config/. A file a user
 	// already put there is never overwritten.
@@ -99,7 +101,8 @@ func (r Result) RecordBoot() error {
 // Ensure brings the home of spec to the current schema: it installs a fresh
 // home, finishes an interrupted install, or upgrades an older one, and
 // records the boot in the stamp. It returns an error matching ErrTooNew for
-// a home of a newer schema and a *MigrationError when an upgrade fails.
+// a home of a newer schema, a *MigrationError when an upgrade fails, and a
+// *SpecError, before touching the home, for a Spec it cannot use.
 // Call it while holding the home's lock.
 func Ensure(ctx context.Context, spec Spec) (Result, error) {
 	if err := spec.check(); err != nil {
@@ -180,8 +183,21 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 // check reports what makes the spec unusable: a programming error, found
 // before anything in the home is touched.
 func (spec *Spec) check() error {
-	if spec.Home == "" || spec.Schema < 1 {
-		return fmt.Errorf("bootstrap: Spec needs a Home and a Schema of 1 or more (got %q, %d)", spec.Home, spec.Schema)
+	if spec.Home == "" {
+		return &SpecError{Field: "Home", Problem: "is empty: give the home directory"}
+	}
+	if spec.Schema < 1 {
+		return &SpecError{Field: "Schema", Problem: fmt.Sprintf("is %d: give the schema version of the home's files, 1 or more (1 for a server's first)", spec.Schema)}
+	}
+	for i, d := range spec.Dirs {
+		if !filepath.IsLocal(d) {
+			return &SpecError{Field: fmt.Sprintf("Dirs[%d]", i), Problem: fmt.Sprintf("%q is not a path inside the home: give a relative path without \"..\", such as \"cache\"", d)}
+		}
+		switch first, _, _ := strings.Cut(filepath.ToSlash(filepath.Clean(d)), "/"); {
+		case first == ConfigDir, first == CheckpointsDir, first == BackupsDir:
+		case IsLayoutName(first):
+			return &SpecError{Field: fmt.Sprintf("Dirs[%d]", i), Problem: fmt.Sprintf("%q is a file of the home's own (%s): give another name", d, first)}
+		}
 	}
 	from := map[int]string{}
 	for i, m := range spec.Migrations {
@@ -190,7 +206,7 @@ func (spec *Spec) check() error {
 			name = fmt.Sprintf("#%d", i)
 		}
 		bad := func(format string, args ...any) error {
-			return fmt.Errorf("bootstrap: Spec.Migrations[%d], migration %q (v%d→v%d): %s", i, name, m.From, m.To, fmt.Sprintf(format, args...))
+			return &SpecError{Field: fmt.Sprintf("Migrations[%d]", i), Problem: fmt.Sprintf("(migration %q, v%d→v%d): %s", name, m.From, m.To, fmt.Sprintf(format, args...))}
 		}
 		switch {
 		case m.Apply == nil:
@@ -211,12 +227,27 @@ func (spec *Spec) check() error {
 	// its end; a home older than the first migration is refused by chain.
 	for i, m := range spec.Migrations {
 		if _, ok := from[m.To]; !ok && m.To != spec.Schema {
-			return fmt.Errorf("bootstrap: Spec.Migrations[%d], migration %q (v%d→v%d): no migration starts at v%d, so a home there can never reach schema %d",
-				i, from[m.From], m.From, m.To, m.To, spec.Schema)
+			return &SpecError{Field: fmt.Sprintf("Migrations[%d]", i), Problem: fmt.Sprintf("(migration %q, v%d→v%d): no migration starts at v%d, so a home there can never reach schema %d",
+				from[m.From], m.From, m.To, m.To, spec.Schema)}
 		}
 	}
 	return nil
 }
+
+// Check reports what Ensure would refuse in spec before touching the home,
+// as a *SpecError naming the field; it does no I/O.
+func (spec Spec) Check() error { return spec.check() }
+
+// SpecError is a Spec that Ensure refuses before it touches the home: a
+// field is missing or out of range, or the migrations do not form one
+// chain.
+type SpecError struct {
+	Field   string // the field as written in code: "Schema", "Migrations[1]"
+	Problem string // what is wrong and what to set, following the field's name in Error
+}
+
+// Error names the field and the problem.
+func (e *SpecError) Error() string { return "bootstrap: Spec." + e.Field + " " + e.Problem }
 
 func stampOf(i Info) stamp {
 	return stamp{Schema: i.Schema, ToolkitVersion: i.ToolkitVersion, InstalledAt: i.InstalledAt, LastBootAt: i.LastBootAt, Boots: i.Boots}
