@@ -2,21 +2,16 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/mcpserve"
-	"github.com/mcpkeep/mcpkeep/portmgr"
 )
 
 // Defaults for Options fields left zero.
@@ -26,17 +21,21 @@ const (
 )
 
 // Options configure a Harness. The zero value of every field but Name, Home
-// and NewServer is a sensible default.
+// and NewServer is a sensible default. New and Run refuse a value they
+// cannot use with an *OptionsError naming the field.
 type Options struct {
 	Name    string // server name, in the state file and the registry
 	Version string // server version
 	Home    string // the home directory; created 0700 if missing
 
 	// Spec describes the home's schema, default files and migrations. Its
-	// Home and Logger are filled in from these Options.
+	// Home and Logger are filled in from these Options. The zero Spec is
+	// schema 1, with no default files and no migrations.
 	Spec bootstrap.Spec
 
 	// NewServer builds the MCP server once the home is ready and locked.
+	// It returns the server or an error; a nil server with no error is
+	// Run's *OptionsError.
 	NewServer func(*Env) (*mcp.Server, error)
 
 	// NoStdio turns the stdio transport off (it is on by default). A
@@ -120,48 +119,12 @@ type Harness struct {
 	httpStats *mcpserve.Stats // the HTTP transport's counts, for /healthz and the state file
 }
 
-// New returns a Harness for opts. It checks opts but does no I/O.
+// New returns a Harness for opts. It checks opts, returning an
+// *OptionsError that names the field for one it cannot use, but does no
+// I/O.
 func New(opts Options) (*Harness, error) {
-	if opts.Name == "" {
-		return nil, errors.New("lifecycle: Options.Name is empty")
-	}
-	if opts.Home == "" {
-		return nil, errors.New("lifecycle: Options.Home is empty")
-	}
-	if opts.NewServer == nil {
-		return nil, errors.New("lifecycle: Options.NewServer is nil")
-	}
-	if opts.NoStdio && opts.HTTP == "" {
-		return nil, errors.New("lifecycle: no transport: stdio is off and HTTP is empty")
-	}
-	if opts.HTTP != "" {
-		host, port, err := net.SplitHostPort(opts.HTTP)
-		if err != nil {
-			return nil, fmt.Errorf("lifecycle: HTTP address %q: %w (want host:port, e.g. 127.0.0.1:0)", opts.HTTP, err)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			return nil, fmt.Errorf("lifecycle: HTTP address %q: port %q is not a number from 0 to 65535 (0 picks a free one)", opts.HTTP, port)
-		}
-		if opts.NoToken && !portmgr.IsLoopback(host) {
-			return nil, fmt.Errorf("lifecycle: HTTP address %q is not loopback: the bearer token cannot be switched off", opts.HTTP)
-		}
-	}
-	if opts.AdvertiseURL != "" {
-		if u, err := url.Parse(opts.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("lifecycle: Options.AdvertiseURL %q is not an http or https URL with a host, such as http://host-a.example:8080/mcp", opts.AdvertiseURL)
-		}
-		if opts.Elector == nil {
-			return nil, errors.New("lifecycle: Options.AdvertiseURL is set but Options.Elector is nil: only an elected writer advertises its URL")
-		}
-	}
-	if opts.HTTPMode < HTTPModeBoth || opts.HTTPMode > HTTPModeStateless {
-		return nil, fmt.Errorf("lifecycle: Options.HTTPMode %d is not one of HTTPModeBoth, HTTPModeSessions, HTTPModeStateless", opts.HTTPMode)
-	}
-	if opts.HealthInterval <= 0 {
-		opts.HealthInterval = DefaultHealthInterval
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = DefaultShutdownTimeout
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	log := opts.Logger
 	if log == nil {
@@ -169,7 +132,7 @@ func New(opts Options) (*Harness, error) {
 	}
 	abs, err := filepath.Abs(opts.Home)
 	if err != nil {
-		return nil, fmt.Errorf("lifecycle: home %q: %w", opts.Home, err)
+		return nil, &OptionsError{Field: "Home", Problem: fmt.Sprintf("%q cannot be made absolute: give an absolute path", opts.Home), Err: err}
 	}
 	opts.Home = abs
 	return &Harness{opts: opts, log: log.With("home", abs), httpStats: new(mcpserve.Stats)}, nil

@@ -219,45 +219,118 @@ func (r *running) stop(t *testing.T) error {
 
 func TestNewChecksOptions(t *testing.T) {
 	ok := func(*lifecycle.Options) {}
+	migration := bootstrap.Migration{From: 1, To: 2, Name: "one", Apply: func(context.Context, string) error { return nil }}
 	tests := []struct {
 		name   string
 		change func(*lifecycle.Options)
-		valid  bool
+		field  string // the *OptionsError's Field; "" for valid Options
 	}{
-		{"defaults", ok, true},
-		{"no name", func(o *lifecycle.Options) { o.Name = "" }, false},
-		{"no home", func(o *lifecycle.Options) { o.Home = "" }, false},
-		{"no NewServer", func(o *lifecycle.Options) { o.NewServer = nil }, false},
-		{"no transport", func(o *lifecycle.Options) { o.NoStdio = true }, false},
-		{"HTTP only", func(o *lifecycle.Options) { o.NoStdio, o.HTTP = true, "127.0.0.1:0" }, true},
-		{"HTTP without a port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1" }, false},
-		{"HTTP with a port name", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:http" }, false},
-		{"HTTP with a port out of range", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:65536" }, false},
-		{"HTTP with a negative port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:-1" }, false},
-		{"HTTP on the highest port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:65535" }, true},
-		{"NoToken on 127.0.0.1", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "127.0.0.1:0", true }, true},
-		{"NoToken on localhost", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "localhost:0", true }, true},
-		{"NoToken on ::1", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "[::1]:0", true }, true},
-		{"NoToken on 0.0.0.0", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "0.0.0.0:0", true }, false},
-		{"NoToken on ::", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "[::]:0", true }, false},
-		{"NoToken on a LAN address", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "192.168.1.10:8080", true }, false},
-		{"NoToken on a host name", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "example.com:80", true }, false},
-		{"token on a LAN address", func(o *lifecycle.Options) { o.HTTP = "192.168.1.10:8080" }, true},
+		{"defaults", ok, ""},
+		{"no name", func(o *lifecycle.Options) { o.Name = "" }, "Name"},
+		{"a blank name", func(o *lifecycle.Options) { o.Name = " \t" }, "Name"},
+		{"no home", func(o *lifecycle.Options) { o.Home = "" }, "Home"},
+		{"a home with a NUL byte", func(o *lifecycle.Options) { o.Home = "a\x00b" }, "Home"},
+		{"no NewServer", func(o *lifecycle.Options) { o.NewServer = nil }, "NewServer"},
+		{"no transport", func(o *lifecycle.Options) { o.NoStdio = true }, "NoStdio"},
+		{"HTTP only", func(o *lifecycle.Options) { o.NoStdio, o.HTTP = true, "127.0.0.1:0" }, ""},
+		{"HTTP without a port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1" }, "HTTP"},
+		{"HTTP with a port name", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:http" }, "HTTP"},
+		{"HTTP with a port out of range", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:65536" }, "HTTP"},
+		{"HTTP with a negative port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:-1" }, "HTTP"},
+		{"HTTP on the highest port", func(o *lifecycle.Options) { o.HTTP = "127.0.0.1:65535" }, ""},
+		{"NoToken on 127.0.0.1", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "127.0.0.1:0", true }, ""},
+		{"NoToken on localhost", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "localhost:0", true }, ""},
+		{"NoToken on ::1", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "[::1]:0", true }, ""},
+		{"NoToken on 0.0.0.0", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "0.0.0.0:0", true }, "NoToken"},
+		{"NoToken on ::", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "[::]:0", true }, "NoToken"},
+		{"NoToken on a LAN address", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "192.168.1.10:8080", true }, "NoToken"},
+		{"NoToken on a host name", func(o *lifecycle.Options) { o.HTTP, o.NoToken = "example.com:80", true }, "NoToken"},
+		{"token on a LAN address", func(o *lifecycle.Options) { o.HTTP = "192.168.1.10:8080" }, ""},
+		{"HTTPMode out of range", func(o *lifecycle.Options) { o.HTTPMode = 7 }, "HTTPMode"},
+		{"AdvertiseURL without an Elector", func(o *lifecycle.Options) { o.AdvertiseURL = "http://host-a:8080/mcp" }, "AdvertiseURL"},
+		{"AdvertiseURL that is no URL", func(o *lifecycle.Options) { o.AdvertiseURL = "host-a:8080" }, "AdvertiseURL"},
+		{"the zero Spec", func(o *lifecycle.Options) { o.Spec = bootstrap.Spec{} }, ""},
+		{"a negative schema", func(o *lifecycle.Options) { o.Spec.Schema = -1 }, "Spec.Schema"},
+		{"migrations without a schema", func(o *lifecycle.Options) { o.Spec = bootstrap.Spec{Migrations: []bootstrap.Migration{migration}} }, "Spec.Schema"},
+		{"migrations past the schema", func(o *lifecycle.Options) { o.Spec.Migrations = []bootstrap.Migration{migration} }, "Spec.Migrations[0]"},
+		{"a directory outside the home", func(o *lifecycle.Options) { o.Spec.Dirs = []string{"../cache"} }, "Spec.Dirs[0]"},
+		{"a directory at the stamp", func(o *lifecycle.Options) { o.Spec.Dirs = []string{"cache", ".version"} }, "Spec.Dirs[1]"},
+		{"a directory at the lock", func(o *lifecycle.Options) { o.Spec.Dirs = []string{".lock"} }, "Spec.Dirs[0]"},
+		{"a directory at the socket", func(o *lifecycle.Options) { o.Spec.Dirs = []string{"mcp.sock/x"} }, "Spec.Dirs[0]"},
+		{"Spec.Home is replaced by Home", func(o *lifecycle.Options) { o.Spec.Home = "" }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := options(t)
 			tt.change(&opts)
 			h, err := lifecycle.New(opts)
-			if tt.valid {
+			if tt.field == "" {
 				require.NoError(t, err)
 				assert.NotNil(t, h)
-			} else {
-				require.Error(t, err)
-				assert.Nil(t, h)
+				return
 			}
+			var oe *lifecycle.OptionsError
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, tt.field, oe.Field, "%v", err)
+			assert.True(t, strings.HasPrefix(err.Error(), "lifecycle: Options."+tt.field+" "), "the message names the field: %v", err)
+			assert.Nil(t, h)
 		})
 	}
+}
+
+// TestRunZeroSpec: a server whose Options leave Spec zero installs a home
+// of schema 1 with no default files, and serves.
+func TestRunZeroSpec(t *testing.T) {
+	opts := options(t)
+	opts.Spec = bootstrap.Spec{}
+	r := run(t, opts)
+	require.NoError(t, r.stop(t))
+	info, err := bootstrap.Detect(opts.Home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, bootstrap.Ready, info.State)
+	assert.Equal(t, 1, info.Schema)
+}
+
+// TestRunHomeIsAFile: a Home that is a file, or inside one, is refused by
+// Run with an *OptionsError naming Options.Home, and the file is left as it
+// was.
+func TestRunHomeIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "afile")
+	require.NoError(t, os.WriteFile(file, []byte("mine"), 0o600))
+	for _, home := range []string{file, filepath.Join(file, "home")} {
+		t.Run(filepath.Base(home), func(t *testing.T) {
+			opts := options(t)
+			opts.Home = home
+			h, err := lifecycle.New(opts)
+			require.NoError(t, err)
+			err = h.Run(t.Context())
+			var oe *lifecycle.OptionsError
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, "Home", oe.Field)
+			assert.Contains(t, err.Error(), file, "it names the file")
+			data, err := os.ReadFile(file)
+			require.NoError(t, err)
+			assert.Equal(t, "mine", string(data))
+		})
+	}
+}
+
+// TestRunNewServerNil: a NewServer that returns a nil server and no error
+// fails Run with an *OptionsError naming Options.NewServer, instead of
+// crashing the process inside the go-sdk, and leaves nothing behind.
+func TestRunNewServerNil(t *testing.T) {
+	opts := options(t)
+	opts.NewServer = func(*lifecycle.Env) (*mcp.Server, error) { return nil, nil }
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	var oe *lifecycle.OptionsError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "NewServer", oe.Field)
+	assert.NoFileExists(t, filepath.Join(opts.Home, statefile.FileName))
+	l, err := lifecycle.TryLock(opts.Home)
+	require.NoError(t, err, "unlocked")
+	l.Unlock()
 }
 
 // TestRunStdio: a stdio-only server serves, is registered although it has no

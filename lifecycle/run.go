@@ -30,9 +30,10 @@ import (
 // unless Options.Exclusive is set or stdio is off, and then Run returns
 // the *LockedError.
 //
-// As the writer, in order, Run: refuses a directory that holds files that
-// are not a home's (an error matching ErrNotHome; nothing is written into
-// it), takes the home lock, bootstraps the home, runs start-up recovery,
+// As the writer, in order, Run: refuses a home that is a file or inside
+// one (an *OptionsError naming Options.Home) and a directory that holds
+// files that are not a home's (an error matching ErrNotHome; nothing is
+// written into it), takes the home lock, bootstraps the home, runs start-up recovery,
 // binds the HTTP listener and the attach socket, builds the server with
 // Options.NewServer and serves stdio, HTTP and attached clients on it.
 // Only then it records the boot in the home's stamp and registers in the
@@ -92,6 +93,9 @@ func (h *Harness) Run(ctx context.Context) error {
 				h.log.Warn("closing the Elector", "err", cerr)
 			}
 		}()
+	}
+	if err := checkHomeIsDir(o.Home); err != nil {
+		return err
 	}
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
 		return err // before the lock, which would write into the directory
@@ -237,11 +241,11 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	// Registration never depends on HTTP: stdio-only servers are listed
 	// too.
 	server, err := o.NewServer(env)
-	if err == nil && server == nil {
-		err = errors.New("Options.NewServer returned a nil server and no error")
-	}
 	if err != nil {
 		return fmt.Errorf("lifecycle: build server: %w", err)
+	}
+	if server == nil {
+		return &OptionsError{Field: "NewServer", Problem: "returned a nil *mcp.Server and no error: return the server it built, or an error saying why it could not"}
 	}
 	w.server = server
 	if w.elect != nil {

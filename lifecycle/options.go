@@ -1,0 +1,132 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
+	"github.com/mcpkeep/mcpkeep/portmgr"
+)
+
+// OptionsError is an Options value that New or Run cannot use.
+type OptionsError struct {
+	Field   string // the field as the caller wrote it: "Name", "Spec.Schema", "NewServer"
+	Problem string // what is wrong and what to set instead
+	Err     error  // the cause, if any: a *bootstrap.SpecError, an address's parse error
+}
+
+// Error reads "lifecycle: Options.<Field> <Problem>".
+func (e *OptionsError) Error() string { return "lifecycle: Options." + e.Field + " " + e.Problem }
+
+// Unwrap returns the cause.
+func (e *OptionsError) Unwrap() error { return e.Err }
+
+// check checks opts and fills in the defaults of the fields left zero. It
+// does no I/O.
+func (opts *Options) check() error {
+	bad := func(field, format string, args ...any) error {
+		return &OptionsError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case strings.TrimSpace(opts.Name) == "":
+		return bad("Name", "is empty: give the server's name, as `mcpkeep servers` and the state file show it")
+	case opts.Home == "":
+		return bad("Home", "is empty: give the home directory (created if missing), such as ~/.%s", opts.Name)
+	case strings.ContainsRune(opts.Home, 0):
+		return bad("Home", "%q holds a NUL byte, which no path can: give the home directory", opts.Home)
+	case opts.NewServer == nil:
+		return bad("NewServer", "is nil: give the function that builds the *mcp.Server, with its tools, from the *Env")
+	case opts.NoStdio && opts.HTTP == "":
+		return bad("NoStdio", "is set and Options.HTTP is empty: no transport is left; set HTTP (such as 127.0.0.1:0) or leave stdio on")
+	}
+	if opts.HTTP != "" {
+		host, port, err := net.SplitHostPort(opts.HTTP)
+		if err != nil {
+			return &OptionsError{Field: "HTTP", Problem: fmt.Sprintf("%q is not host:port: give an address such as 127.0.0.1:0 (0 picks a free port)", opts.HTTP), Err: err}
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return bad("HTTP", "%q: port %q is not a number from 0 to 65535 (0 picks a free one)", opts.HTTP, port)
+		}
+		if opts.NoToken && !portmgr.IsLoopback(host) {
+			return bad("NoToken", "is set but Options.HTTP %q is not loopback: the bearer token cannot be switched off for other machines", opts.HTTP)
+		}
+	}
+	if opts.AdvertiseURL != "" {
+		if u, err := url.Parse(opts.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("AdvertiseURL", "%q is not an http or https URL with a host, such as http://host-a.example:8080/mcp", opts.AdvertiseURL)
+		}
+		if opts.Elector == nil {
+			return bad("AdvertiseURL", "is set but Options.Elector is nil: only an elected writer advertises its URL; set Elector or leave AdvertiseURL empty")
+		}
+	}
+	if opts.HTTPMode < HTTPModeBoth || opts.HTTPMode > HTTPModeStateless {
+		return bad("HTTPMode", "%d is not one of HTTPModeBoth, HTTPModeSessions, HTTPModeStateless", opts.HTTPMode)
+	}
+	if err := checkSpec(&opts.Spec); err != nil {
+		return err
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = DefaultHealthInterval
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return nil
+}
+
+// checkSpec makes the zero Spec a working one (schema 1, no default files)
+// and checks the rest as bootstrap.Ensure will, naming the field as the
+// caller set it, under Options.Spec.
+func checkSpec(spec *bootstrap.Spec) error {
+	switch {
+	case spec.Schema == 0 && len(spec.Migrations) > 0:
+		return &OptionsError{Field: "Spec.Schema", Problem: "is 0 but Spec.Migrations are set: give the schema the last migration reaches"}
+	case spec.Schema == 0:
+		spec.Schema = 1
+	}
+	for i, d := range spec.Dirs {
+		first, _, _ := strings.Cut(filepath.ToSlash(filepath.Clean(d)), "/")
+		if strings.HasPrefix(first, LockFile) || strings.HasPrefix(first, healthProbe) || attach.IsSocketName(first) || atomicfile.IsTemp(first) {
+			return &OptionsError{Field: fmt.Sprintf("Spec.Dirs[%d]", i), Problem: fmt.Sprintf("%q is a file of the home's own (%s): give another name", d, first)}
+		}
+	}
+	check := *spec
+	check.Home = "home" // filled in by Run
+	var se *bootstrap.SpecError
+	if err := check.Check(); errors.As(err, &se) {
+		return &OptionsError{Field: "Spec." + se.Field, Problem: se.Problem, Err: err}
+	} else if err != nil {
+		return &OptionsError{Field: "Spec", Problem: err.Error(), Err: err}
+	}
+	return nil
+}
+
+// checkHomeIsDir refuses a home that is a file, or whose path goes through
+// one, before the lock tries to create a directory there.
+func checkHomeIsDir(home string) error {
+	fi, err := os.Stat(home)
+	switch {
+	case err == nil && fi.IsDir():
+		return nil
+	case err == nil:
+		return &OptionsError{Field: "Home", Problem: fmt.Sprintf("%s is a file, not a directory: give the path of a directory "+
+			"(one that does not exist yet is created), or move the file away", home)}
+	case errors.Is(err, syscall.ENOTDIR):
+		for dir := filepath.Dir(home); dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+			if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+				return &OptionsError{Field: "Home", Problem: fmt.Sprintf("%s is inside %s, which is a file, not a directory: "+
+					"give the path of a directory, or move the file away", home, dir), Err: err}
+			}
+		}
+	}
+	return nil // missing, or unreadable: the lock creates it or says why
+}
