@@ -48,7 +48,9 @@ type Spec struct {
 	// Validate checks config/ after migrations, before the commit; an error
 	// fails the upgrade like a failing migration.
 	Validate func(configDir string) error
-	// Git sets the config repository's author; HoldsLock is implied.
+	// Git sets the config repository's author and pack threshold for the
+	// commits Ensure makes; HoldsLock is implied. A lifecycle.Harness uses
+	// it for every commit of the home.
 	Git    *gitstore.Options
 	Logger *slog.Logger // nil = discard
 	// DeferBoot, on a home that is already Ready, leaves the boot record

@@ -30,7 +30,11 @@ type Options struct {
 
 	// Spec describes the home's schema, default files and migrations. Its
 	// Home and Logger are filled in from these Options. The zero Spec is
-	// schema 1, with no default files and no migrations.
+	// schema 1, with no default files and no migrations. Spec.Git, if set,
+	// gives every commit of the config repository its author (the install,
+	// the server's changes, recovery's and shutdown's commits) and sets
+	// when it packs (PackThreshold); the harness holds the lock, writes,
+	// and reads at most MaxFileSize whatever Spec.Git says.
 	Spec bootstrap.Spec
 
 	// NewServer builds the MCP server once the home is ready and locked.

@@ -483,6 +483,31 @@ func TestRunCommitsAtShutdown(t *testing.T) {
 	assert.Equal(t, "notes: [edited]\n", string(data))
 }
 
+// TestRunGitAuthor: Spec.Git's author signs every commit of the home, not
+// only the install's: a hand edit committed at shutdown, and one recovery
+// commits at the next start. Spec.Git's ReadOnly is the harness's to
+// decide, and ignored.
+func TestRunGitAuthor(t *testing.T) {
+	opts := options(t)
+	opts.Spec.Git = &gitstore.Options{AuthorName: "Notes Bot", AuthorEmail: "bot@example.com", ReadOnly: true}
+	notes := filepath.Join(opts.Home, "config", "notes.yaml")
+	r := run(t, opts)
+	require.NoError(t, atomicfile.WriteFile(notes, []byte("notes: [at shutdown]\n"), 0o600))
+	require.NoError(t, r.stop(t))
+	require.NoError(t, atomicfile.WriteFile(notes, []byte("notes: [while stopped]\n"), 0o600))
+	require.NoError(t, run(t, opts).stop(t))
+
+	store, err := gitstore.Open(filepath.Join(opts.Home, "config"), &gitstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer store.Close()
+	history, err := store.History("notes.yaml", 0)
+	require.NoError(t, err)
+	require.Len(t, history, 3, "install, shutdown, recovery")
+	for _, c := range history {
+		assert.Equal(t, "Notes Bot", c.Author, "commit %q", c.Message)
+	}
+}
+
 // TestRunHealthChecks: checks run, their result is in the state file and in
 // what Env.State gives tools, and a deleted state file or PID file is
 // written again.

@@ -134,6 +134,8 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 
 	spec := o.Spec
 	spec.Home, spec.Logger, spec.DeferBoot = o.Home, log, true // the boot record is written below, beside other work
+	git := h.gitOptions()
+	spec.Git = git
 	boot, err := bootstrap.Ensure(ctx, spec)
 	if err != nil {
 		return err
@@ -158,13 +160,13 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 
 	// recovery logs each finding, with its remedy, and hands on the config
 	// repository it checked.
-	report, store, err := recovery.RunAndOpen(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, MaxFileSize: o.MaxFileSize, Logger: log})
+	report, store, err := recovery.RunAndOpen(ctx, recovery.Options{Home: o.Home, Validate: o.Validate, MaxFileSize: o.MaxFileSize, Git: git, Logger: log})
 	if err != nil {
 		return err
 	}
 	configDir := filepath.Join(o.Home, "config")
 	if store == nil { // recovery could not open it and reported why; this says it again, as the error
-		if store, err = gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, MaxFileSize: o.MaxFileSize, Logger: log}); err != nil {
+		if store, err = gitstore.Open(configDir, git); err != nil {
 			return err
 		}
 	}
@@ -355,6 +357,22 @@ func (h *Harness) listen(ctx context.Context, prev *statefile.State) (net.Listen
 		h.log.Warn("HTTP: the port asked for is taken; serving on another", "asked", o.HTTP, "url", statefile.URL(host, port))
 	}
 	return ln, nil
+}
+
+// gitOptions returns the options of the config repository: the author and
+// pack threshold of Options.Spec.Git, with the lock held, writable,
+// Options.MaxFileSize, and the harness's logger unless Spec.Git sets one.
+func (h *Harness) gitOptions() *gitstore.Options {
+	var g gitstore.Options
+	if h.opts.Spec.Git != nil {
+		g = *h.opts.Spec.Git
+	}
+	g.HoldsLock, g.ReadOnly = true, false
+	g.MaxFileSize = h.opts.MaxFileSize
+	if g.Logger == nil {
+		g.Logger = h.log
+	}
+	return &g
 }
 
 func (h *Harness) registry() *statefile.Registry {
