@@ -107,3 +107,23 @@ func ExampleHarness() {
 		slog.Error("notes", "err", err)
 	}
 }
+
+// A server's whole main: Main runs the harness, logs to stderr and exits
+// with a status a launcher can act on (0 after a clean stop, 1 on an
+// error, 2 for Options it refuses, 3 on a home in use it cannot attach
+// to). The server parses its own flags, if it has any, before it.
+func ExampleMain() {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	lifecycle.Main(lifecycle.Options{
+		Name: "notes",
+		Home: filepath.Join(home, ".notes"),
+		NewServer: func(env *lifecycle.Env) (*mcp.Server, error) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v0.1.0"}, nil)
+			// add tools here
+			return s, nil
+		},
+	})
+}

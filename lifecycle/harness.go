@@ -112,7 +112,9 @@ type Options struct {
 	Stdin io.Reader
 	// Stdout replaces os.Stdout for the stdio transport (tests).
 	Stdout io.Writer
-	// NoSignals stops Run from handling SIGINT and SIGTERM itself.
+	// NoSignals stops Run and Main from handling signals themselves:
+	// SIGINT, SIGTERM and SIGHUP, which stop the server, and SIGPIPE,
+	// which they keep from killing it (see Run).
 	NoSignals bool
 }
 

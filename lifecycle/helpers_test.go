@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// lockChild is the path of the lockchild helper binary, built once by
-// TestMain.
-var lockChild string
+// lockChild and mainChild are the paths of the lockchild and mainchild
+// helper binaries, built once by TestMain.
+var lockChild, mainChild string
 
 func TestMain(m *testing.M) {
 	if home := os.Getenv(rollbackChildEnv); home != "" {
@@ -22,12 +22,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lockChild = filepath.Join(dir, "lockchild")
-	build := exec.Command("go", "build", "-o", lockChild, "./internal/lockchild")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build lockchild:", err)
-		os.Exit(1)
+	lockChild, mainChild = filepath.Join(dir, "lockchild"), filepath.Join(dir, "mainchild")
+	for _, bin := range []string{lockChild, mainChild} {
+		build := exec.Command("go", "build", "-o", bin, "./internal/"+filepath.Base(bin))
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", filepath.Base(bin)+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

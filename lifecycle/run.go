@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
@@ -42,8 +41,9 @@ import (
 // a ready state file means the start is complete. Neither
 // the state file nor the registry ever names a server that does not
 // answer yet. A state file or boot record that cannot be written stops the
-// server, and is Run's error. It stops when ctx is cancelled, on SIGINT or
-// SIGTERM, when its own client goes (stdin reaches EOF), or on a fatal
+// server, and is Run's error. It stops when ctx is cancelled, on SIGINT,
+// SIGTERM or SIGHUP (unless the process started with SIGHUP ignored, as
+// under nohup), when its own client goes (stdin reaches EOF), or on a fatal
 // transport error; then it hands over (it stops accepting, stops reading
 // every client, finishes their calls in flight, bounded by
 // ShutdownTimeout, and tells each attached process which requests it did
@@ -62,6 +62,11 @@ import (
 //
 // The lock is taken before bootstrap, not after: two first starts racing on
 // one fresh home must not both install it.
+//
+// Unless Options.NoSignals is set, Run also keeps SIGPIPE from killing the
+// process, for the rest of its life: a write to a closed stdout or stderr
+// (a client that exited without waiting for the server) fails instead, and
+// the shutdown goes on.
 //
 // # Attaching
 //
@@ -82,8 +87,9 @@ import (
 // flight.
 func (h *Harness) Run(ctx context.Context) error {
 	if !h.opts.NoSignals {
+		ignoreSIGPIPE()
 		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		ctx, stop = signal.NotifyContext(ctx, stopSignals()...)
 		defer stop()
 	}
 	o := &h.opts

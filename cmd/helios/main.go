@@ -14,7 +14,8 @@
 // serves (lifecycle.HTTPMode). --remote replicates the config through a
 // git remote (lifecycle.RemoteOptions). It stops when stdin ends, the client
 // being gone; --no-stdio serves HTTP alone and ignores stdin, for running
-// under nohup or a service manager, and stops on SIGTERM or SIGINT. A helios
+// under nohup or a service manager, and stops on SIGTERM, SIGINT or SIGHUP
+// (not under nohup, which ignores SIGHUP). A helios
 // launched on a home in use attaches to the one running there and serves
 // its client through it (--http is then bound only if it becomes the
 // writer); --exclusive exits 3 instead. Logs go to stderr. Exit status: 0
@@ -24,16 +25,13 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
@@ -42,25 +40,26 @@ import (
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
-// Exit statuses.
+// Exit statuses: lifecycle.Main's, and exitUsage for a bad flag.
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
-	exitInUse = 3
+	exitOK    = lifecycle.ExitOK
+	exitError = lifecycle.ExitError
+	exitUsage = lifecycle.ExitOptions // Options New refuses come from flags too
+	exitInUse = lifecycle.ExitInUse
 )
 
 func main() {
-	// A client that stops reading helios's stderr (one that exits
-	// without waiting for helios) would have the next log line kill
-	// helios with SIGPIPE in the middle of its shutdown, leaving its state
-	// file and registry entry behind. Ignored, the write fails and the
-	// shutdown goes on.
-	signal.Ignore(syscall.SIGPIPE)
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	opts, status := options(os.Args[1:], os.Stdout, os.Stderr)
+	if opts == nil {
+		os.Exit(status)
+	}
+	lifecycle.Main(*opts)
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// options parses helios's command line into the harness's Options. It
+// returns nil and the exit status when there is nothing to run: --help,
+// --version, or a bad flag, which it reports on stderr.
+func options(args []string, stdout, stderr io.Writer) (*lifecycle.Options, int) {
 	fs := flag.NewFlagSet("helios", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME)")
@@ -99,41 +98,41 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return nil, exitOK
 		}
-		return exitUsage
+		return nil, exitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "helios: unexpected argument %q (see helios --help)\n", fs.Arg(0))
-		return exitUsage
+		return nil, exitUsage
 	}
 	remoteEnv, err := lifecycle.RemoteFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, "helios:", err)
-		return exitUsage
+		return nil, exitUsage
 	}
 	remote.URL = cmp.Or(remote.URL, remoteEnv.URL)
 	remote.Mode = cmp.Or(remote.Mode, remoteEnv.Mode)
 	remote.Interval = cmp.Or(remote.Interval, remoteEnv.Interval)
 	if remote.Mode != "" && remote.Mode != "async" && remote.Mode != "sync" {
 		fmt.Fprintf(stderr, "helios: --remote-mode %q is neither async nor sync (see helios --help)\n", remote.Mode)
-		return exitUsage
+		return nil, exitUsage
 	}
 	if *showVersion {
 		// --version is the one thing printed to stdout: no transport runs.
 		// The version with its commit, or for a local build where it came
 		// from: "helios v1.2.3 (commit 1a2b3c4d5e6f)".
 		fmt.Fprintln(stdout, "helios", bootstrap.ToolkitVersion())
-		return exitOK
+		return nil, exitOK
 	}
 	httpMode, ok := httpModes[*mode]
 	if !ok {
 		fmt.Fprintf(stderr, "helios: --http-mode %q is not one of both, sessions, stateless (see helios --help)\n", *mode)
-		return exitUsage
+		return nil, exitUsage
 	}
 	if *noStdio && *httpAddr == "" {
 		fmt.Fprintln(stderr, "helios: --no-stdio needs --http ADDR: without stdio, HTTP is the only transport (see helios --help)")
-		return exitUsage
+		return nil, exitUsage
 	}
 	if *home == "" {
 		homeGiven := false
@@ -143,18 +142,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		} else {
 			fmt.Fprintln(stderr, "helios: no home: set --home or HELIOS_HOME (no $HOME to default to)")
 		}
-		return exitUsage
+		return nil, exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	elector, advertise, err := electorOf(fs, *home, etcdEndpoints, etcd, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "helios:", err)
-		return exitUsage
+		return nil, exitUsage
 	}
-	if f, ok := stdin.(*os.File); ok && !*noStdio && isTerminal(f) {
-		fmt.Fprintln(stderr, "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client (see README), or press Ctrl-D to stop")
-	}
-	h, err := lifecycle.New(lifecycle.Options{
+	return &lifecycle.Options{
 		Name:         "helios",
 		Version:      helios.Version(),
 		Home:         *home,
@@ -172,21 +168,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		AdvertiseURL: advertise,
 		Remote:       remote,
 		Logger:       log,
-		Stdin:        stdin,
-		Stdout:       stdout,
-	})
-	if err != nil {
-		fmt.Fprintln(stderr, "helios:", err)
-		return exitUsage
-	}
-	if err := h.Run(ctx); err != nil {
-		fmt.Fprintln(stderr, "helios:", err)
-		if errors.Is(err, lifecycle.ErrLocked) {
-			return exitInUse
-		}
-		return exitError
-	}
-	return exitOK
+	}, exitOK
 }
 
 // electorOf returns the etcd Elector the flags, the environment and the

@@ -51,7 +51,7 @@ func TestTerminalNotice(t *testing.T) {
 	require.NoError(t, err)
 	s := &server{Process: p, home: home}
 	t.Cleanup(s.stop)
-	const notice = "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client (see README), or press Ctrl-D to stop\n"
+	const notice = "helios: this is an MCP server speaking JSON-RPC on stdin/stdout; launch it from an MCP client, or press Ctrl-D to stop\n"
 	s.poll(t, "notice on stderr", func() bool { return strings.Contains(s.Stderr(), notice) })
 	s.ready(t)
 

@@ -1,0 +1,187 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// mainProc is a mainchild process, a server whose main is lifecycle.Main.
+type mainProc struct {
+	cmd    *exec.Cmd
+	home   string
+	stdin  io.WriteCloser
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+// startMain starts mainchild on home with args, through the program
+// wrap names ("" for none, "nohup" to start it with SIGHUP ignored).
+func startMain(t *testing.T, wrap, home string, args ...string) *mainProc {
+	t.Helper()
+	args = append([]string{"-home", home}, args...)
+	cmd := exec.Command(mainChild, args...)
+	if wrap != "" {
+		cmd = exec.Command(wrap, append([]string{mainChild}, args...)...)
+	}
+	c := &mainProc{cmd: cmd, home: home, stderr: new(syncBuffer), done: make(chan struct{})}
+	var err error
+	c.stdin, err = cmd.StdinPipe()
+	require.NoError(t, err)
+	cmd.Stdout, cmd.Stderr = io.Discard, c.stderr
+	require.NoError(t, cmd.Start())
+	go func() { cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-c.done
+	})
+	return c
+}
+
+// exit waits for the process to exit and returns its status.
+func (c *mainProc) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(hangAfter):
+		t.Fatalf("mainchild did not exit within %v; stderr:\n%s", hangAfter, c.stderr)
+	}
+	return c.cmd.ProcessState.ExitCode()
+}
+
+// ready waits for the state file to say ready.
+func (c *mainProc) ready(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(hangAfter)
+	for {
+		s, err := statefile.Read(filepath.Join(c.home, statefile.FileName))
+		if err == nil && s.Status == statefile.StatusReady {
+			return
+		}
+		select {
+		case <-c.done:
+			t.Fatalf("mainchild exited before it was ready; stderr:\n%s", c.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mainchild not ready after %v; stderr:\n%s", hangAfter, c.stderr)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMainExitStatus: Main exits 0 after a clean stop, 1 when Run fails,
+// 2 for Options it refuses, 3 on a home in use it cannot attach to, and
+// says why on stderr, prefixed with the server's name.
+func TestMainExitStatus(t *testing.T) {
+	t.Run("clean stop", func(t *testing.T) {
+		c := startMain(t, "", filepath.Join(t.TempDir(), "home"))
+		c.ready(t)
+		require.NoError(t, c.stdin.Close())
+		assert.Equal(t, lifecycle.ExitOK, c.exit(t), c.stderr.String())
+	})
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int
+		says   string
+	}{
+		{"NewServer fails", []string{"-server", "fail"}, lifecycle.ExitError, "mainchild: lifecycle: build server: mainchild: NewServer fails"},
+		{"NewServer returns nil", []string{"-server", "nil"}, lifecycle.ExitOptions, "mainchild: lifecycle: Options.NewServer returned a nil *mcp.Server"},
+		{"no name", []string{"-name", ""}, lifecycle.ExitOptions, "lifecycle: Options.Name is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startMain(t, "", filepath.Join(t.TempDir(), "home"), tc.args...)
+			assert.Equal(t, tc.status, c.exit(t), c.stderr.String())
+			assert.Contains(t, c.stderr.String(), tc.says)
+		})
+	}
+	t.Run("home in use", func(t *testing.T) {
+		home := filepath.Join(t.TempDir(), "home")
+		first := startMain(t, "", home)
+		first.ready(t)
+		second := startMain(t, "", home, "-exclusive")
+		assert.Equal(t, lifecycle.ExitInUse, second.exit(t), second.stderr.String())
+		assert.Contains(t, second.stderr.String(), "mainchild: home "+home+" is in use by pid")
+	})
+}
+
+// TestMainSIGHUP: SIGHUP stops a server on Main cleanly, as SIGTERM does
+// (the npm launcher passes its own SIGHUP on; a closed terminal sends
+// one), unless the server was started with SIGHUP ignored, as nohup does:
+// then it serves on, until its stdin ends.
+func TestMainSIGHUP(t *testing.T) {
+	t.Run("stops", func(t *testing.T) {
+		c := startMain(t, "", filepath.Join(t.TempDir(), "home"))
+		c.ready(t)
+		require.NoError(t, c.cmd.Process.Signal(syscall.SIGHUP))
+		assert.Equal(t, lifecycle.ExitOK, c.exit(t), c.stderr.String())
+		assert.Contains(t, c.stderr.String(), "signal or context", "stopped by the signal")
+		assert.NoFileExists(t, filepath.Join(c.home, statefile.FileName), "a clean stop")
+	})
+	t.Run("nohup", func(t *testing.T) {
+		if _, err := exec.LookPath("nohup"); err != nil {
+			t.Skip("no nohup on this machine")
+		}
+		c := startMain(t, "nohup", filepath.Join(t.TempDir(), "home"))
+		c.ready(t)
+		// An ignored signal is discarded when it is sent: by the time
+		// Signal returns, it can no longer stop the server.
+		require.NoError(t, c.cmd.Process.Signal(syscall.SIGHUP))
+		require.NoError(t, c.stdin.Close())
+		assert.Equal(t, lifecycle.ExitOK, c.exit(t), c.stderr.String())
+		assert.Contains(t, c.stderr.String(), "stdin closed", "stopped by its stdin's end, not the signal")
+		assert.NotContains(t, c.stderr.String(), "signal or context")
+	})
+}
+
+// TestMainStderrClosed: a server on Main whose client stops reading its
+// stderr, then closes its stdin, stops cleanly: the log lines of its
+// shutdown fail instead of killing it with SIGPIPE.
+func TestMainStderrClosed(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(mainChild, "-home", home)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+	first := make([]byte, 1)
+	_, err = stderr.Read(first) // it has started logging
+	require.NoError(t, err)
+	require.NoError(t, stderr.Close())
+	require.NoError(t, stdin.Close())
+	assert.NoError(t, cmd.Wait(), "exit status 0, not killed by SIGPIPE")
+	assert.NoFileExists(t, filepath.Join(home, statefile.FileName), "a clean stop")
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and the test's
+// reads at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
