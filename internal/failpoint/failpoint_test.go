@@ -180,3 +180,25 @@ func BenchmarkHitUnarmed(b *testing.B) {
 		}
 	}
 }
+
+// TestReachCoversNames: every failpoint says how a server reaches it, in
+// known phases, and Reach names no other.
+func TestReachCoversNames(t *testing.T) {
+	for _, name := range failpoint.Names {
+		r, ok := failpoint.Reach[name]
+		if !assert.True(t, ok, "failpoint.Reach does not say how %q is reached", name) {
+			continue
+		}
+		for _, p := range r.Phases {
+			assert.Contains(t, failpoint.Phases, p, "%s: unknown phase", name)
+		}
+	}
+	for name := range failpoint.Reach {
+		assert.Contains(t, failpoint.Names, name, "failpoint.Reach lists %q, which is not in Names", name)
+	}
+	assert.Contains(t, failpoint.Names, failpoint.InterruptChange)
+	for _, name := range failpoint.Unreached {
+		assert.Empty(t, failpoint.Reach[name].Phases, "%s is in Unreached, but Reach gives it phases", name)
+		assert.NotEmpty(t, failpoint.Reach[name].Note, "%s: say who reaches it", name)
+	}
+}
