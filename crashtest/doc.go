@@ -12,6 +12,15 @@
 //
 //	crash suite: N crashes, K failpoints, V violations, seed S
 //
+// Failpoints lists the toolkit's failpoints, each with the phases of a
+// server's life that reach it (a fresh install, a restart, a change, a
+// shutdown, the recovery after a crash mid-change, an upgrade, packing,
+// attaching); FailpointsIn gives a Plan every name its phases reach. A
+// Plan says which phases its functions can set up (Plan.Phases), Run tells
+// them which one each iteration needs (Iteration.Phase: a new home for a
+// fresh install, say), makes the crash a recovery iteration starts from,
+// and, for a failpoint that never fired, logs what the phase needed.
+//
 // Every random choice comes from a Schedule built from one seed, printed in
 // each violation and in the summary; setting MCPKEEP_CRASH_SEED to it
 // (SeedFromEnv) replays the run's choices.

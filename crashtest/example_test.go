@@ -146,3 +146,22 @@ func ExampleStart() {
 	// ok hello
 	// <nil> false 0
 }
+
+// The toolkit's failpoints say which phases of a server's life reach
+// them: a crash test of a server on the harness crashes those of the
+// phases it sets up, FailpointsIn(phases...).
+func ExampleFailpoints() {
+	for _, f := range crashtest.Failpoints() {
+		if f.Package == "bootstrap" {
+			fmt.Println(f.Name, f.Phases)
+		}
+	}
+	// Output:
+	// bootstrap.after-dirs [install]
+	// bootstrap.after-defaults [install]
+	// bootstrap.after-git-init [install]
+	// bootstrap.after-initial-commit [install]
+	// bootstrap.before-migration [upgrade]
+	// bootstrap.after-migration [upgrade]
+	// bootstrap.before-stamp [restart install upgrade]
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -26,8 +27,20 @@ type Plan struct {
 
 	// Failpoints are crashed in turn, one per iteration, each armed as
 	// "name=kill" (the first hit kills). The iterations after them kill the
-	// process after a random delay instead.
+	// process after a random delay instead. Failpoints lists the toolkit's
+	// names and the phases that reach them; FailpointsIn(Phases...) gives
+	// every name this plan's phases reach.
 	Failpoints []string
+
+	// Phases are the parts of a server's life the Plan's functions can set
+	// up, as Iteration.Phase asks (see Phase). Each failpoint iteration
+	// runs in the first phase that reaches its failpoint and that Phases
+	// lists; a failpoint none of them reaches makes Run return an
+	// *UnreachableError. Random-kill iterations take the phases in turn.
+	// Empty, every iteration's phase is its failpoint's first (random
+	// kills have none), Run sets up nothing for it (no preparing run for
+	// PhaseRecovery), and the plan's functions may ignore it.
+	Phases []Phase
 
 	// Seed drives every random choice. 0 means SeedFromEnv.
 	Seed int64
@@ -76,6 +89,15 @@ type Iteration struct {
 	Failpoint  string        // the point armed with kill; "" for a random kill
 	Failpoints string        // the MCPKEEP_FAILPOINTS value to start with
 	KillAfter  time.Duration // random kill: delay after Start returns; 0 with a failpoint
+	// Phase is the part of a server's life the iteration crashes in: the
+	// Plan's functions set it up (a new home for PhaseInstall, see Phase).
+	// "" when Plan.Phases is empty and the iteration is a random kill.
+	Phase Phase
+	// Prepare marks the run Run makes before a PhaseRecovery iteration:
+	// Failpoints interrupts the first change, so Drive must make one. Run
+	// neither restarts nor checks after it, and a violation its Drive
+	// returns counts for the iteration.
+	Prepare bool
 	// Schedule is the iteration's own source of random choices, drawn
 	// from Seed and N, for the workload Drive generates.
 	Schedule *Schedule
@@ -146,9 +168,17 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 	if plan.Start == nil {
 		return Summary{}, errors.New("crashtest: Plan.Start is nil: give Run a function that starts the binary")
 	}
+	for _, p := range plan.Phases {
+		if !slices.Contains(Phases(), p) {
+			return Summary{}, fmt.Errorf("crashtest: Plan.Phases: unknown phase %q (see Phases)", p)
+		}
+	}
 	for _, name := range plan.Failpoints {
 		if _, err := failpoint.Parse(name + "=kill"); err != nil {
-			return Summary{}, fmt.Errorf("crashtest: Plan.Failpoints: %w", err)
+			return Summary{}, fmt.Errorf("crashtest: Plan.Failpoints: %w (see Failpoints)", err)
+		}
+		if _, err := phaseFor(name, plan.Phases); err != nil {
+			return Summary{}, err
 		}
 	}
 	if plan.MinDelay < 0 || plan.MaxDelay < plan.MinDelay {
@@ -175,22 +205,32 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 	sum := Summary{Seed: seed}
 	sched := NewSchedule(seed)
 	fired := make(map[string]bool)
+	armedIn := make(map[string]*Iteration) // the iteration each failpoint was armed in
+	prepared := make(map[string]bool)      // its preparing run crashed in a change
 	log.Logf("crash suite: %d iterations, %d failpoints, seed %d (%s=%d replays it)",
 		plan.Iterations, len(plan.Failpoints), seed, SeedEnvVar, seed)
 	for n := range plan.Iterations {
 		if err := ctx.Err(); err != nil {
-			return finish(log, sum, plan, fired), err
+			return finish(log, sum, &plan, fired, armedIn, prepared), err
 		}
 		it := &Iteration{N: n, Seed: seed, Schedule: NewSchedule(iterationSeed(seed, n))}
 		if n < len(plan.Failpoints) {
 			it.Failpoint = plan.Failpoints[n]
 			it.Failpoints = it.Failpoint + "=kill"
+			it.Phase, _ = phaseFor(it.Failpoint, plan.Phases) // checked above
+			armedIn[it.Failpoint] = it
 		} else {
 			it.KillAfter = sched.Delay(plan.MinDelay, plan.MaxDelay)
+			if len(plan.Phases) > 0 {
+				it.Phase = plan.Phases[(n-len(plan.Failpoints))%len(plan.Phases)]
+			}
 		}
-		crashed, self, errs := runOne(ctx, &plan, it)
+		crashed, self, prep, errs := runOne(ctx, &plan, it)
 		if err := ctx.Err(); err != nil {
-			return finish(log, sum, plan, fired), err // its findings are the cancellation's
+			return finish(log, sum, &plan, fired, armedIn, prepared), err // its findings are the cancellation's
+		}
+		if prep && it.Failpoint != "" {
+			prepared[it.Failpoint] = true
 		}
 		sum.Iterations++
 		if crashed {
@@ -209,25 +249,34 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 			break
 		}
 	}
-	return finish(log, sum, plan, fired), nil
+	return finish(log, sum, &plan, fired, armedIn, prepared), nil
 }
 
-func finish(log Logger, sum Summary, plan Plan, fired map[string]bool) Summary {
+// finish counts the failpoints that fired, and logs, for each armed one
+// that did not, what the plan lacks for it.
+func finish(log Logger, sum Summary, plan *Plan, fired map[string]bool, armedIn map[string]*Iteration, prepared map[string]bool) Summary {
 	sum.Failpoints = len(fired)
-	for _, name := range plan.Failpoints[:min(len(plan.Failpoints), sum.Iterations)] {
-		if !fired[name] {
-			sum.Unfired = append(sum.Unfired, name)
-			log.Logf("crash suite: failpoint %s never fired: the workload did not reach it before Drive returned", name)
+	var unfired []*Iteration
+	for name, it := range armedIn {
+		if !fired[name] && it.N < sum.Iterations {
+			unfired = append(unfired, it)
 		}
+	}
+	slices.SortFunc(unfired, func(a, b *Iteration) int { return a.N - b.N })
+	for _, it := range unfired {
+		sum.Unfired = append(sum.Unfired, it.Failpoint)
+		log.Logf("crash suite: failpoint %s never fired (iteration %d, phase %s): %s",
+			it.Failpoint, it.N, it.Phase, hint(it.Failpoint, it.Phase, slices.Contains(plan.Phases, it.Phase), prepared[it.Failpoint]))
 	}
 	log.Logf("%v", sum)
 	return sum
 }
 
 // runOne runs one iteration and reports whether the process died by
-// SIGKILL, whether it killed itself (its failpoint fired), and the
+// SIGKILL, whether it killed itself (its failpoint fired), whether the
+// run preparing a PhaseRecovery iteration crashed in a change, and the
 // violations found.
-func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self bool, errs []error) {
+func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self, prepared bool, errs []error) {
 	ctx, cancel := context.WithTimeout(ctx, plan.Timeout)
 	defer cancel()
 	timedOut := func() bool {
@@ -238,12 +287,21 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self bool,
 		return false
 	}
 
+	if it.Phase == PhaseRecovery && slices.Contains(plan.Phases, PhaseRecovery) {
+		var err error
+		if prepared, err = prepare(ctx, plan, it); err != nil {
+			if !timedOut() {
+				errs = append(errs, err)
+			}
+			return false, false, prepared, errs
+		}
+	}
 	p, err := plan.Start(ctx, it)
 	if err != nil {
-		return false, false, []error{fmt.Errorf("start: %w", err)}
+		return false, false, prepared, []error{fmt.Errorf("start: %w", err)}
 	}
 	if p == nil {
-		return false, false, []error{errors.New("start: Plan.Start returned no Process and no error")}
+		return false, false, prepared, []error{errors.New("start: Plan.Start returned no Process and no error")}
 	}
 	if it.Failpoint == "" {
 		timer := time.AfterFunc(it.KillAfter, func() { _ = p.signal() })
@@ -264,7 +322,7 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self bool,
 	}
 	werr := p.Wait()
 	if timedOut() {
-		return p.Killed(), false, errs
+		return p.Killed(), false, prepared, errs
 	}
 	var ee *ExitError
 	switch {
@@ -283,13 +341,13 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self bool,
 			if !timedOut() {
 				errs = append(errs, fmt.Errorf("restart: %w", err))
 			}
-			return crashed, self, errs
+			return crashed, self, prepared, errs
 		}
 	}
 	if plan.Check != nil {
 		err := plan.Check(ctx, it)
 		if timedOut() {
-			return crashed, self, errs
+			return crashed, self, prepared, errs
 		}
 		if j, ok := err.(interface{ Unwrap() []error }); ok && reflect.TypeOf(err) == joinType {
 			for _, e := range j.Unwrap() {
@@ -299,7 +357,37 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self bool,
 			errs = append(errs, fmt.Errorf("check: %w", err))
 		}
 	}
-	return crashed, self, errs
+	return crashed, self, prepared, errs
+}
+
+// prepare runs the run before a PhaseRecovery iteration: the binary,
+// started and driven as usual, with a failpoint that kills it in the
+// middle of its first change. It reports whether that kill came; an
+// error is a violation Drive found, or a Start that failed.
+func prepare(ctx context.Context, plan *Plan, it *Iteration) (bool, error) {
+	prep := *it
+	prep.Prepare, prep.Failpoint, prep.Failpoints, prep.KillAfter = true, "", failpoint.InterruptChange+"=kill", 0
+	p, err := plan.Start(ctx, &prep)
+	if err != nil {
+		return false, fmt.Errorf("prepare (the run that crashes a change for recovery): start: %w", err)
+	}
+	if p == nil {
+		return false, errors.New("prepare: start: Plan.Start returned no Process and no error")
+	}
+	var derr error
+	if plan.Drive != nil {
+		if err := plan.Drive(ctx, &prep, p); err != nil {
+			derr = fmt.Errorf("prepare (the run that crashes a change for recovery): drive: %w", err)
+		}
+	} else {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+		}
+	}
+	_ = p.Kill()
+	_ = p.Wait()
+	return p.killedBySelf(), derr
 }
 
 // killedBySelf reports whether the process died by a SIGKILL that Kill or
