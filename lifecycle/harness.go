@@ -65,11 +65,17 @@ type Options struct {
 	// HTTPModeBoth, serves initialize-era and 2026-07-28 clients alike.
 	HTTPMode HTTPMode
 
-	// Registry is the discovery registry file; "" means
-	// statefile.DefaultRegistryPath().
+	// Registry is the discovery registry file, shared by every mcpkeep
+	// server of the user: a running server lists itself there, for
+	// `mcpkeep servers`, and takes its entry out when it stops. ""
+	// means statefile.DefaultRegistryPath(): $MCPKEEP_REGISTRY if set,
+	// else the user's ~/.local/state/mcpkeep/servers.json (or under
+	// $XDG_STATE_HOME), so every run writes there unless told otherwise.
+	// A test keeps its servers out of the user's registry with
+	// MCPKEEP_REGISTRY set to a file of its own, or to "" for none.
 	Registry string
 	// NoRegistry switches the registry off: the server is not listed by
-	// `mcpkeep servers`.
+	// `mcpkeep servers`. MCPKEEP_REGISTRY set to "" does the same.
 	NoRegistry bool
 
 	// Elector, if set, makes this server one of several hosts' servers of
