@@ -162,30 +162,36 @@ func restore(home, dir string, m manifest) error {
 		if err != nil {
 			return err
 		}
-		if pre.Absent {
-			if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			if err := atomicfile.SyncDir(filepath.Dir(abs)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, pre.Saved))
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: pre-image of %s: %w", dir, pre.Path, err)
-		}
-		if err := atomicfile.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		if err := restoreOne(abs, dir, pre); err != nil {
 			return err
 		}
-		if err := atomicfile.WriteFile(abs, data, pre.Mode); err != nil {
-			return err
-		}
-		if i == 0 {
+		if i == 0 { // the first file is back, whether rewritten or removed
 			if err := failpoint.Hit("recovery.during-rollback"); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// restoreOne puts one pre-image back at abs: it removes a file the update
+// created, or writes back the bytes it replaced.
+func restoreOne(abs, dir string, pre preimage) error {
+	if pre.Absent {
+		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := atomicfile.SyncDir(filepath.Dir(abs)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(dir, pre.Saved))
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: pre-image of %s: %w", dir, pre.Path, err)
+	}
+	if err := atomicfile.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(abs, data, pre.Mode)
 }

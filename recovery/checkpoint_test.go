@@ -217,3 +217,22 @@ func TestBeginRemovesWhatItWroteOnError(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries)
 }
+
+// TestRollbackOfNewFilesReachesDuringRollback: the rollback of an update
+// that only created files (every pre-image absent) passes
+// recovery.during-rollback after its first file, as one that rewrites
+// files does, so a crash test of a server that only adds files reaches it.
+func TestRollbackOfNewFilesReachesDuringRollback(t *testing.T) {
+	home := newHome(t)
+	cp, err := recovery.Begin(home, "add", "config/new.yaml", "config/other.yaml")
+	require.NoError(t, err)
+	put(t, home, "config/new.yaml", []byte("new: 1\n"))
+	put(t, home, "config/other.yaml", []byte("other: 1\n"))
+	t.Cleanup(func() { failpoint.Set("") })
+	require.NoError(t, failpoint.Set("recovery.during-rollback=error"))
+	require.ErrorIs(t, cp.Rollback(), failpoint.ErrInjected)
+	assert.NoFileExists(t, filepath.Join(home, "config/new.yaml"), "the first file is removed before the failpoint")
+	require.NoError(t, failpoint.Set(""))
+	require.NoError(t, cp.Rollback(), "a rollback cut short runs again")
+	assert.NoFileExists(t, filepath.Join(home, "config/other.yaml"))
+}
