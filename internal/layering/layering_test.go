@@ -41,6 +41,9 @@ var allowed = map[string][]string{
 	"crashtest":          {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios and the bare benchmark server.
 	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
+	// the example server the README points newcomers to: what it may
+	// import is what a server of theirs needs.
+	"examples/notes": {"atomicfile", "bootstrap", "gitstore", "lifecycle"},
 	// helpers for tests that drive MCP servers.
 	"internal/mcptest": {},
 	// a real etcd server that tests start and stop.
@@ -59,7 +62,7 @@ var thirdParty = map[string][]string{
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
 	"go.etcd.io/etcd/":                        {"lifecycle/etcdlock"},
 	"go.uber.org/zap":                         {"lifecycle/etcdlock"},
-	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/helios/internal/helios", "internal/mcptest"},
+	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/helios/internal/helios", "internal/mcptest", "examples/notes"},
 }
 
 func TestImportsPointDown(t *testing.T) {
