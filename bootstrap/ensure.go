@@ -212,7 +212,7 @@ func (spec *Spec) check() error {
 		}
 		switch {
 		case m.Apply == nil:
-			return bad("Apply is nil")
+			return bad("Apply is nil: give the function that moves a home's files from v%d to v%d", m.From, m.To)
 		case m.From < 1:
 			return bad("From must be 1 or more")
 		case m.From >= m.To:
