@@ -13,3 +13,6 @@ func SetBeforeWait(fn func()) (restore func()) {
 	beforeWait = fn
 	return func() { beforeWait = old }
 }
+
+// RunMain is Main without the exit, for the table of newcomers' mistakes.
+var RunMain = runMain

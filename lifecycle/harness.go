@@ -26,7 +26,7 @@ const (
 type Options struct {
 	Name    string // server name, in the state file and the registry
 	Version string // server version
-	Home    string // the home directory; created 0700 if missing
+	Home    string // the home directory; created 0700 if missing; "~" is not expanded
 
 	// Spec describes the home's schema, default files and migrations. Its
 	// Home and Logger are filled in from these Options. The zero Spec is
@@ -38,8 +38,9 @@ type Options struct {
 	Spec bootstrap.Spec
 
 	// NewServer builds the MCP server once the home is ready and locked.
-	// It returns the server or an error; a nil server with no error is
-	// Run's *OptionsError.
+	// It returns the server or an error; a nil server with no error, or
+	// a panic (mcp.AddTool's, on a tool whose argument type is not a
+	// struct), is Run's *OptionsError, and the home is left unlocked.
 	NewServer func(*Env) (*mcp.Server, error)
 
 	// NoStdio turns the stdio transport off (it is on by default). A

@@ -3,19 +3,28 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 	"github.com/mcpkeep/mcpkeep/portmgr"
 )
+
+// ErrNoHarness is Run's error on a nil or zero *Harness: one that New did
+// not return, or returned with an error that was not checked.
+var ErrNoHarness = errors.New("lifecycle: Run on a nil or zero *Harness: use the Harness that New returned with a nil error")
 
 // OptionsError is an Options value that New or Run cannot use.
 type OptionsError struct {
@@ -41,6 +50,8 @@ func (opts *Options) check() error {
 		return bad("Name", "is empty: give the server's name, as `mcpkeep servers` and the state file show it")
 	case opts.Home == "":
 		return bad("Home", "is empty: give the home directory (created if missing), such as ~/.%s", opts.Name)
+	case opts.Home == "~" || strings.HasPrefix(opts.Home, "~/"):
+		return bad("Home", "%q starts with ~, which only a shell expands: build the path with os.UserHomeDir(), such as filepath.Join(home, \".%s\")", opts.Home, opts.Name)
 	case strings.ContainsRune(opts.Home, 0):
 		return bad("Home", "%q holds a NUL byte, which no path can: give the home directory", opts.Home)
 	case opts.NewServer == nil:
@@ -129,4 +140,38 @@ func checkHomeIsDir(home string) error {
 		}
 	}
 	return nil // missing, or unreadable: the lock creates it or says why
+}
+
+// createHome creates the home (0700) if it is missing, and refuses, naming
+// Options.Home, one this user cannot create: a parent it may not write, a
+// read-only file system, a parent that cannot hold directories.
+func createHome(home string) error {
+	err := atomicfile.MkdirAll(home, 0o700)
+	if err == nil || !(errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EROFS)) {
+		return err // the lock says why, with the disk's remedy
+	}
+	return &OptionsError{Field: "Home", Problem: fmt.Sprintf("%s cannot be created (%v): give a directory this user can create, "+
+		"such as one under os.UserHomeDir(), or create it first with the owner and mode the server runs as", home, err), Err: err}
+}
+
+// newServer calls the server's NewServer and turns what a newcomer's can
+// do wrong into Run's error naming Options.NewServer: a nil server with no
+// error, or a panic (the go-sdk's mcp.AddTool panics on a tool whose
+// input type is not a struct), logged with its stack.
+func newServer(build func(*Env) (*mcp.Server, error), env *Env, log *slog.Logger) (s *mcp.Server, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("Options.NewServer panicked", "panic", r, "stack", string(debug.Stack()))
+			s, err = nil, &OptionsError{Field: "NewServer", Problem: fmt.Sprintf("panicked: %v: fix the function "+
+				"(mcp.AddTool panics on a tool whose argument or result type is not a struct); the log has the stack", r)}
+		}
+	}()
+	s, err = build(env)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("lifecycle: build server: %w", err)
+	case s == nil:
+		return nil, &OptionsError{Field: "NewServer", Problem: "returned a nil *mcp.Server and no error: return the server it built, or an error saying why it could not"}
+	}
+	return s, nil
 }

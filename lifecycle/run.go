@@ -30,7 +30,8 @@ import (
 // the *LockedError.
 //
 // As the writer, in order, Run: refuses a home that is a file or inside
-// one (an *OptionsError naming Options.Home) and a directory that holds
+// one, or that this user cannot create (an *OptionsError naming
+// Options.Home), and a directory that holds
 // files that are not a home's (an error matching ErrNotHome; nothing is
 // written into it), takes the home lock, bootstraps the home, runs start-up recovery,
 // binds the HTTP listener and the attach socket, builds the server with
@@ -86,6 +87,9 @@ import (
 // goes, on a signal or when ctx is cancelled, after answering the calls in
 // flight.
 func (h *Harness) Run(ctx context.Context) error {
+	if h == nil || h.log == nil {
+		return ErrNoHarness
+	}
 	if !h.opts.NoSignals {
 		ignoreSIGPIPE()
 		var stop context.CancelFunc
@@ -105,6 +109,9 @@ func (h *Harness) Run(ctx context.Context) error {
 	}
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
 		return err // before the lock, which would write into the directory
+	}
+	if err := createHome(o.Home); err != nil {
+		return err
 	}
 	lock, err := TryLock(o.Home)
 	switch {
@@ -248,12 +255,9 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	// the registry names a server that does not answer yet.
 	// Registration never depends on HTTP: stdio-only servers are listed
 	// too.
-	server, err := o.NewServer(env)
+	server, err := newServer(o.NewServer, env, log)
 	if err != nil {
-		return fmt.Errorf("lifecycle: build server: %w", err)
-	}
-	if server == nil {
-		return &OptionsError{Field: "NewServer", Problem: "returned a nil *mcp.Server and no error: return the server it built, or an error saying why it could not"}
+		return err
 	}
 	w.server = server
 	if w.elect != nil {

@@ -1,0 +1,163 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
+)
+
+// TestNewcomerMistakes: each mistake a newcomer makes with New, Run and
+// Main is an error from the call they made, never a panic: an
+// *OptionsError naming the field they set, or an error matching a
+// sentinel or the cause, whose message names the file or field and the
+// fix. Main exits with the status its doc gives for it and writes the
+// error to stderr. Run leaves the home unlocked.
+func TestNewcomerMistakes(t *testing.T) {
+	errBuild := errors.New("notes: cannot open the index")
+	tests := []struct {
+		name   string
+		change func(t *testing.T, o *lifecycle.Options)
+		field  string   // the *OptionsError's Field, or "" for is
+		is     error    // what the error matches, when field is ""
+		says   []string // what the message holds besides: the file, the fix
+		status int      // Main's exit status
+	}{
+		{"the zero Options", func(_ *testing.T, o *lifecycle.Options) { *o = lifecycle.Options{} },
+			"Name", nil, []string{"give the server's name"}, lifecycle.ExitOptions},
+		{"only a Name", func(_ *testing.T, o *lifecycle.Options) { *o = lifecycle.Options{Name: "notes"} },
+			"Home", nil, []string{"give the home directory", "~/.notes"}, lifecycle.ExitOptions},
+		{"no NewServer", func(_ *testing.T, o *lifecycle.Options) { o.NewServer = nil },
+			"NewServer", nil, []string{"give the function that builds the *mcp.Server"}, lifecycle.ExitOptions},
+		{"a home with a ~", func(_ *testing.T, o *lifecycle.Options) { o.Home = "~/.notes" },
+			"Home", nil, []string{`"~/.notes"`, "os.UserHomeDir()"}, lifecycle.ExitOptions},
+		{"stdio off and no HTTP", func(_ *testing.T, o *lifecycle.Options) { o.NoStdio = true },
+			"NoStdio", nil, []string{"set HTTP"}, lifecycle.ExitOptions},
+		{"HTTP without a port", func(_ *testing.T, o *lifecycle.Options) { o.HTTP = "localhost" },
+			"HTTP", nil, []string{"127.0.0.1:0"}, lifecycle.ExitOptions},
+		{"a negative schema", func(_ *testing.T, o *lifecycle.Options) { o.Spec.Schema = -1 },
+			"Spec.Schema", nil, []string{"1 or more"}, lifecycle.ExitOptions},
+		{"a migration without Apply", func(_ *testing.T, o *lifecycle.Options) {
+			o.Spec.Schema, o.Spec.Migrations = 2, []bootstrap.Migration{{From: 1, To: 2, Name: "split"}}
+		}, "Spec.Migrations[0]", nil, []string{`"split"`, "give the function that moves a home's files from v1 to v2"}, lifecycle.ExitOptions},
+		{"migrations without a schema", func(_ *testing.T, o *lifecycle.Options) {
+			o.Spec = bootstrap.Spec{Migrations: []bootstrap.Migration{{From: 1, To: 2, Apply: func(context.Context, string) error { return nil }}}}
+		}, "Spec.Schema", nil, []string{"give the schema the last migration reaches"}, lifecycle.ExitOptions},
+		{"a directory outside the home", func(_ *testing.T, o *lifecycle.Options) { o.Spec.Dirs = []string{"../cache"} },
+			"Spec.Dirs[0]", nil, []string{`"../cache"`, "give a relative path"}, lifecycle.ExitOptions},
+		{"default files that are not there", func(_ *testing.T, o *lifecycle.Options) { o.Spec.Defaults = os.DirFS("/nonexistent/defaults") },
+			"", fs.ErrNotExist, []string{"Spec.Defaults", "an fs.Sub of an embed.FS with the right path"}, lifecycle.ExitError},
+		{"a home that is a file", func(t *testing.T, o *lifecycle.Options) {
+			require.NoError(t, os.WriteFile(o.Home, []byte("mine"), 0o600))
+		}, "Home", nil, []string{"is a file, not a directory", "give the path of a directory"}, lifecycle.ExitOptions},
+		{"a home inside a file", func(t *testing.T, o *lifecycle.Options) {
+			require.NoError(t, os.WriteFile(o.Home, []byte("mine"), 0o600))
+			o.Home = filepath.Join(o.Home, "home")
+		}, "Home", nil, []string{"which is a file", "move the file away"}, lifecycle.ExitOptions},
+		{"a home that cannot be created", func(t *testing.T, o *lifecycle.Options) {
+			o.Home = unwritableHome(t)
+		}, "Home", nil, []string{"cannot be created", "give a directory this user can create"}, lifecycle.ExitOptions},
+		{"a home holding a user's files", func(t *testing.T, o *lifecycle.Options) {
+			require.NoError(t, os.Mkdir(o.Home, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(o.Home, "thesis.txt"), []byte("mine"), 0o600))
+		}, "", lifecycle.ErrNotHome, []string{"thesis.txt"}, lifecycle.ExitError},
+		{"a home of a newer schema", func(t *testing.T, o *lifecycle.Options) {
+			newer := *o
+			newer.Spec.Schema = 2
+			newer.Spec.Migrations = []bootstrap.Migration{{From: 1, To: 2, Apply: func(context.Context, string) error { return nil }}}
+			require.NoError(t, run(t, newer).stop(t))
+		}, "", bootstrap.ErrTooNew, []string{".version", "upgrade this server"}, lifecycle.ExitError},
+		{"NewServer returns nil", func(_ *testing.T, o *lifecycle.Options) {
+			o.NewServer = func(*lifecycle.Env) (*mcp.Server, error) { return nil, nil }
+		}, "NewServer", nil, []string{"return the server it built"}, lifecycle.ExitOptions},
+		{"NewServer fails", func(_ *testing.T, o *lifecycle.Options) {
+			o.NewServer = func(*lifecycle.Env) (*mcp.Server, error) { return nil, errBuild }
+		}, "", errBuild, nil, lifecycle.ExitError},
+		{"a tool whose argument is not a struct", func(_ *testing.T, o *lifecycle.Options) {
+			o.NewServer = func(*lifecycle.Env) (*mcp.Server, error) {
+				s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v0"}, nil)
+				mcp.AddTool(s, &mcp.Tool{Name: "echo"}, func(context.Context, *mcp.CallToolRequest, string) (*mcp.CallToolResult, any, error) {
+					return nil, nil, nil
+				})
+				return s, nil
+			}
+		}, "NewServer", nil, []string{"panicked", `AddTool "echo"`, "not a struct"}, lifecycle.ExitOptions},
+		{"a home in use, Exclusive", func(t *testing.T, o *lifecycle.Options) {
+			o.Exclusive = true
+			l, err := lifecycle.TryLock(o.Home)
+			require.NoError(t, err)
+			t.Cleanup(func() { l.Unlock() })
+		}, "", lifecycle.ErrLocked, []string{"stop it or use another home"}, lifecycle.ExitInUse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := options(t)
+			tt.change(t, &opts)
+			h, err := lifecycle.New(opts)
+			if err == nil {
+				err = h.Run(t.Context())
+			}
+			require.Error(t, err)
+			if tt.field != "" {
+				var oe *lifecycle.OptionsError
+				require.ErrorAs(t, err, &oe, "%v", err)
+				assert.Equal(t, tt.field, oe.Field, "%v", err)
+				assert.Contains(t, err.Error(), "Options."+tt.field+" ", "the message names the field")
+			} else {
+				require.ErrorIs(t, err, tt.is)
+			}
+			for _, s := range tt.says {
+				assert.Contains(t, err.Error(), s)
+			}
+			if fi, serr := os.Stat(opts.Home); serr == nil && fi.IsDir() && tt.is != lifecycle.ErrLocked {
+				l, lerr := lifecycle.TryLock(opts.Home)
+				require.NoError(t, lerr, "Run left the home locked")
+				l.Unlock()
+			}
+
+			var stderr bytes.Buffer
+			opts.Stdin = strings.NewReader("")
+			assert.Equal(t, tt.status, lifecycle.RunMain(t.Context(), opts, &stderr), "Main's exit status; stderr:\n%s", &stderr)
+			name := opts.Name
+			if name == "" {
+				name = "mcp server"
+			}
+			assert.Contains(t, stderr.String(), name+": ", "Main says why on stderr")
+		})
+	}
+}
+
+// unwritableHome returns a home this user cannot create: below a
+// directory it may not write, or, for root, who may write anywhere, below
+// /proc, where nothing can be created.
+func unwritableHome(t *testing.T) string {
+	if os.Geteuid() != 0 {
+		parent := filepath.Join(t.TempDir(), "readonly")
+		require.NoError(t, os.Mkdir(parent, 0o500))
+		return filepath.Join(parent, "home")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("as root, only Linux's /proc refuses a new directory")
+	}
+	return "/proc/mcpkeep-test/home"
+}
+
+// TestRunWithoutNew: Run on a nil *Harness (New's error not checked) or a
+// zero one (a struct literal) returns ErrNoHarness instead of panicking.
+func TestRunWithoutNew(t *testing.T) {
+	var nilHarness *lifecycle.Harness
+	require.ErrorIs(t, nilHarness.Run(t.Context()), lifecycle.ErrNoHarness)
+	require.ErrorIs(t, new(lifecycle.Harness).Run(t.Context()), lifecycle.ErrNoHarness)
+}
