@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,4 +123,43 @@ func TestNotes(t *testing.T) {
 	assert.Equal(t, []Note{{Name: "groceries", Title: "Groceries", Text: "milk, bread"}, {Name: "welcome", Title: "Welcome",
 		Text: "Notes keeps each note as a YAML file in a git repository under its home; every change is a commit."}}, list.Notes)
 	require.NoError(t, cs.Close())
+}
+
+// TestClientClosesPipes: a client that sends a change and goes at once,
+// closing its end of both pipes without reading the answer, costs nothing:
+// the server does not die of SIGPIPE writing the answer, it stops
+// cleanly, and the note is committed.
+func TestClientClosesPipes(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(notesBin)
+	cmd.Env = append(os.Environ(), "NOTES_HOME="+home, "MCPKEEP_REGISTRY=")
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	send := func(msg string) {
+		_, err := io.WriteString(stdin, msg+"\n")
+		require.NoError(t, err)
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"v0"}}}`)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Contains(t, line, `"id":1`)
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add_note","arguments":{"name":"last","title":"Last","text":"sent as the client quit"}}}`)
+	require.NoError(t, stdout.Close())
+	require.NoError(t, stdin.Close())
+	require.NoError(t, cmd.Wait(), "exit status 0, not killed by SIGPIPE; stderr:\n%s", stderr)
+
+	store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer store.Close()
+	data, err := store.ReadAt("HEAD", "notes/last.yaml")
+	require.NoError(t, err, "the note is committed; stderr:\n%s", stderr)
+	assert.Contains(t, string(data), "sent as the client quit")
 }
