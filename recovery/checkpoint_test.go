@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/recovery"
 )
@@ -235,4 +236,49 @@ func TestRollbackOfNewFilesReachesDuringRollback(t *testing.T) {
 	require.NoError(t, failpoint.Set(""))
 	require.NoError(t, cp.Rollback(), "a rollback cut short runs again")
 	assert.NoFileExists(t, filepath.Join(home, "config/other.yaml"))
+}
+
+// TestRecoveryCommitSaysWhatItDid: recovery's commit tells a person
+// reading `git log` what it did: undo an update a crash cut short after
+// its commit, naming the update and the commit, or commit a hand edit.
+func TestRecoveryCommitSaysWhatItDid(t *testing.T) {
+	head := func(t *testing.T, home string) gitstore.Commit {
+		s, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true})
+		require.NoError(t, err)
+		defer s.Close()
+		h, err := s.History("", 1)
+		require.NoError(t, err)
+		require.Len(t, h, 1)
+		return h[0]
+	}
+
+	t.Run("an update cut short after its commit", func(t *testing.T) {
+		home := newHome(t)
+		before := read(t, home, "config/base.yaml")
+		_, err := recovery.Begin(home, "add note 494", "config/base.yaml", "config/notes/494.yaml")
+		require.NoError(t, err)
+		put(t, home, "config/base.yaml", []byte("notes: 494\n"))
+		put(t, home, "config/notes/494.yaml", []byte("text: 494\n"))
+		s, err := gitstore.Open(filepath.Join(home, "config"), nil)
+		require.NoError(t, err)
+		undone, err := s.Commit("add note 494")
+		require.NoError(t, err)
+		require.NoError(t, s.Close()) // the crash: the checkpoint is never done
+
+		_, err = recovery.Run(t.Context(), recovery.Options{Home: home})
+		require.NoError(t, err)
+		c := head(t, home)
+		title, body, _ := strings.Cut(c.Message, "\n\n")
+		assert.Equal(t, `recovered: undo "add note 494" (`+undone[:12]+"), cut short by a crash", title)
+		assert.Contains(t, body, "config/base.yaml, config/notes/494.yaml")
+		assert.Equal(t, before, read(t, home, "config/base.yaml"))
+		assert.NoFileExists(t, filepath.Join(home, "config/notes/494.yaml"))
+	})
+	t.Run("a hand edit", func(t *testing.T) {
+		home := newHome(t)
+		put(t, home, "config/base.yaml", []byte("edited: by hand\n"))
+		_, err := recovery.Run(t.Context(), recovery.Options{Home: home})
+		require.NoError(t, err)
+		assert.Equal(t, "recovered: commit changes made by hand, or left uncommitted by a crash", head(t, home).Message)
+	})
 }

@@ -34,6 +34,14 @@ type runner struct {
 	unreadable int             // config files that could not be read
 	refused    int             // entries of config/ that are not regular files, or too large
 	store      *gitstore.Store // the config repository, once the config step opened it
+	undone     []undone        // the interrupted updates the checkpoints step rolled back
+}
+
+// undone is an update a checkpoint rolled back: its op, which Env.Update
+// also makes its commit's message, and its paths.
+type undone struct {
+	op    string
+	paths []string
 }
 
 // Run checks the home and, unless opts.DryRun, repairs it. See the package
@@ -368,6 +376,7 @@ func (r *runner) checkpoints(context.Context) error {
 				if err := restore(r.home, cdir, m); err != nil {
 					return err
 				}
+				r.undone = append(r.undone, undone{op: m.Op, paths: paths})
 			}
 		}
 		if r.opts.DryRun {
@@ -460,7 +469,7 @@ func (r *runner) config(ctx context.Context) error {
 	f := Finding{Kind: KindUncommitted, Path: ConfigDir, Action: "committed",
 		Detail: "changes no commit recorded, left by a crash or made by hand"}
 	if !r.opts.DryRun {
-		hash, err := store.Commit("recovered: commit changes left uncommitted by a crash or a hand edit")
+		hash, err := store.Commit(r.commitMessage(store))
 		if err != nil {
 			return err
 		}
@@ -500,6 +509,37 @@ func (r *runner) conflicts(store *gitstore.Store, configDir string) error {
 		}
 	}
 	return nil
+}
+
+// commitMessage says, for a person reading `git log`, what the commit of
+// the changes no commit recorded is: an interrupted update undone (and
+// which commit it undoes, when the update had committed before the
+// crash), or changes made by hand or by a crash outside any update.
+func (r *runner) commitMessage(store *gitstore.Store) string {
+	const other = "Any other change no commit recorded, such as a hand edit, is in this commit too."
+	if len(r.undone) == 0 {
+		return "recovered: commit changes made by hand, or left uncommitted by a crash"
+	}
+	head, _ := store.History("", 1)
+	var lines []string
+	title := ""
+	for _, u := range r.undone {
+		files := strings.Join(u.paths, ", ")
+		if len(head) == 1 && strings.SplitN(head[0].Message, "\n", 2)[0] == u.op && title == "" {
+			h := shortHash(head[0].Hash)
+			title = fmt.Sprintf("recovered: undo %q (%s), cut short by a crash", u.op, h)
+			lines = append(lines, fmt.Sprintf("Commit %s, %q, was made, but the server crashed before the update "+
+				"finished, so its client had no answer. Its files are put back as they were before it: %s. "+
+				"The client may send it again.", h, u.op, files))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("Update %q was cut short by a crash before its commit; its files are "+
+			"put back as they were before it: %s.", u.op, files))
+	}
+	if title == "" {
+		title = "recovered: commit changes made by hand, or left uncommitted by a crash"
+	}
+	return title + "\n\n" + strings.Join(append(lines, other), "\n")
 }
 
 // repairVerbs turn the past tense of gitstore's repairs into what a dry
