@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,7 +57,11 @@ func TestNewcomerMistakes(t *testing.T) {
 		{"a directory outside the home", func(_ *testing.T, o *lifecycle.Options) { o.Spec.Dirs = []string{"../cache"} },
 			"Spec.Dirs[0]", nil, []string{`"../cache"`, "give a relative path"}, lifecycle.ExitOptions},
 		{"default files that are not there", func(_ *testing.T, o *lifecycle.Options) { o.Spec.Defaults = os.DirFS("/nonexistent/defaults") },
-			"", fs.ErrNotExist, []string{"Spec.Defaults", "an fs.Sub of an embed.FS with the right path"}, lifecycle.ExitError},
+			"Spec.Defaults", nil, []string{"an fs.Sub of an embed.FS with the embedded directory's path"}, lifecycle.ExitOptions},
+		{"default files that are not there, on an installed home", func(t *testing.T, o *lifecycle.Options) {
+			require.NoError(t, run(t, *o).stop(t))
+			o.Spec.Defaults = os.DirFS("/nonexistent/defaults")
+		}, "Spec.Defaults", nil, []string{"cannot be read"}, lifecycle.ExitOptions},
 		{"a home that is a file", func(t *testing.T, o *lifecycle.Options) {
 			require.NoError(t, os.WriteFile(o.Home, []byte("mine"), 0o600))
 		}, "Home", nil, []string{"is a file, not a directory", "give the path of a directory"}, lifecycle.ExitOptions},

@@ -175,3 +175,18 @@ func newServer(build func(*Env) (*mcp.Server, error), env *Env, log *slog.Logger
 	}
 	return s, nil
 }
+
+// checkDefaults refuses default files whose root cannot be read (an
+// fs.Sub of an embed.FS with a path that is not embedded, an os.DirFS of
+// a directory that is not there) on every start: a fresh install, on a
+// user's machine, is the only start that reads them.
+func checkDefaults(defaults fs.FS) error {
+	if defaults == nil {
+		return nil
+	}
+	if _, err := fs.Stat(defaults, "."); err != nil {
+		return &OptionsError{Field: "Spec.Defaults", Problem: fmt.Sprintf("cannot be read (%v): give an fs.FS of the default files, "+
+			"such as an fs.Sub of an embed.FS with the embedded directory's path, or an os.DirFS of a directory that exists", err), Err: err}
+	}
+	return nil
+}

@@ -31,7 +31,9 @@ import (
 //
 // As the writer, in order, Run: refuses a home that is a file or inside
 // one, or that this user cannot create (an *OptionsError naming
-// Options.Home), and a directory that holds
+// Options.Home), default files it cannot read (naming
+// Options.Spec.Defaults, on every start, not only the install that
+// reads them), and a directory that holds
 // files that are not a home's (an error matching ErrNotHome; nothing is
 // written into it), takes the home lock, bootstraps the home, runs start-up recovery,
 // binds the HTTP listener and the attach socket, builds the server with
@@ -105,6 +107,9 @@ func (h *Harness) Run(ctx context.Context) error {
 		}()
 	}
 	if err := checkHomeIsDir(o.Home); err != nil {
+		return err
+	}
+	if err := checkDefaults(o.Spec.Defaults); err != nil {
 		return err
 	}
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
