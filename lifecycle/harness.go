@@ -40,7 +40,9 @@ type Options struct {
 	// NewServer builds the MCP server once the home is ready and locked.
 	// It returns the server or an error; a nil server with no error, or
 	// a panic (mcp.AddTool's, on a tool whose argument type is not a
-	// struct), is Run's *OptionsError, and the home is left unlocked.
+	// struct), is Run's *OptionsError, and the home is left unlocked. A
+	// tool that panics while serving fails its call with a tool error
+	// saying so (the stack goes to Logger), and the server serves on.
 	NewServer func(*Env) (*mcp.Server, error)
 
 	// NoStdio turns the stdio transport off (it is on by default). A

@@ -164,3 +164,31 @@ func TestRunWithoutNew(t *testing.T) {
 	require.ErrorIs(t, nilHarness.Run(t.Context()), lifecycle.ErrNoHarness)
 	require.ErrorIs(t, new(lifecycle.Harness).Run(t.Context()), lifecycle.ErrNoHarness)
 }
+
+// TestToolPanicFailsTheCall: a tool that panics (a newcomer's nil map)
+// fails its call with a tool error that says so, instead of killing the
+// process and every client of the home; the server serves on and stops
+// cleanly.
+func TestToolPanicFailsTheCall(t *testing.T) {
+	opts := options(t)
+	opts.NewServer = func(env *lifecycle.Env) (*mcp.Server, error) {
+		s, err := newServer(env)
+		mcp.AddTool(s, &mcp.Tool{Name: "boom"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			var counts map[string]int
+			counts["calls"]++ // panics: assignment to entry in nil map
+			return nil, nil, nil
+		})
+		return s, err
+	}
+	r := run(t, opts)
+	res, err := r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "boom"})
+	require.NoError(t, err, "the call gets an answer")
+	assert.True(t, res.IsError)
+	require.Len(t, res.Content, 1)
+	assert.Contains(t, res.Content[0].(*mcp.TextContent).Text, `tool "boom" failed: the server panicked (assignment to entry in nil map)`)
+
+	res, err = r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "state"})
+	require.NoError(t, err, "the server serves on")
+	assert.False(t, res.IsError)
+	require.NoError(t, r.stop(t))
+}

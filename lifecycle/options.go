@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -173,7 +174,39 @@ func newServer(build func(*Env) (*mcp.Server, error), env *Env, log *slog.Logger
 	case s == nil:
 		return nil, &OptionsError{Field: "NewServer", Problem: "returned a nil *mcp.Server and no error: return the server it built, or an error saying why it could not"}
 	}
+	s.AddReceivingMiddleware(recoverPanics(log))
 	return s, nil
+}
+
+// recoverPanics keeps a panic in a tool (a nil map, an index out of
+// range) from killing the process and every client of the home with it:
+// the call fails, a tool call with a tool error that says so, any other
+// request with a JSON-RPC error; the stack goes to the log, and the
+// server serves on. A change the tool made through Env.Update before the
+// panic is kept; one whose function panicked was not made.
+func recoverPanics(log *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				r := recover()
+				if r == nil {
+					return
+				}
+				what := fmt.Sprintf("request %q", method)
+				if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
+					what = fmt.Sprintf("tool %q", call.Params.Name)
+				}
+				log.Error("a handler panicked; the call fails and the server serves on", "call", what, "panic", r, "stack", string(debug.Stack()))
+				msg := fmt.Sprintf("%s failed: the server panicked (%v), a bug in the server; its log has the stack", what, r)
+				if method == "tools/call" {
+					res, err = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
+					return
+				}
+				res, err = nil, errors.New(msg)
+			}()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // checkDefaults refuses default files whose root cannot be read (an
