@@ -22,8 +22,8 @@
 // it reports unknown may or may not land, and once its client goes it
 // must exit cleanly by itself. After each crash the next start must
 // succeed, and then: every acknowledged value is in its file and in the
-// commit the server named; every config file parses; git fsck --full is
-// clean; no temporary file, checkpoint or state file of a dead process
+// commit the server named; every config file parses; git fsck --full
+// --strict is clean; no temporary file, checkpoint or state file of a dead process
 // survives the start; no socket, state file or PID file survives the last
 // clean stop; the registry holds no dead entry; and mcpkeep doctor
 // --json reports a clean home. It fails if any failpoint never fired, so a

@@ -410,13 +410,14 @@ func git(ctx context.Context, dir string, stdin io.Reader, args ...string) ([]by
 	return out, nil
 }
 
-// fsck runs git fsck --full; dangling objects (a crash between writing
-// objects and the ref leaves some) are not corruption.
+// fsck runs git fsck --full --strict (objects as git itself would write
+// them, modes and tree order included); dangling objects (a crash between
+// writing objects and the ref leaves some) are not corruption.
 func fsck(ctx context.Context, dir string) error {
-	cmd := exec.CommandContext(ctx, "git", "-c", "safe.directory=*", "-C", dir, "fsck", "--full", "--no-progress", "--no-dangling")
+	cmd := exec.CommandContext(ctx, "git", "-c", "safe.directory=*", "-C", dir, "fsck", "--full", "--strict", "--no-progress", "--no-dangling")
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
-		return fmt.Errorf("git fsck --full in %s: %v: %s", dir, err, bytes.TrimSpace(out))
+		return fmt.Errorf("git fsck --full --strict in %s: %v: %s", dir, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
