@@ -105,6 +105,14 @@ func TestUpdateMisuse(t *testing.T) {
 			},
 			fn:      func(tx *lifecycle.Tx) error { return tx.WriteFile("out/x.yaml", []byte("x")) },
 			badPath: true, says: `"out" is a symbolic link`},
+		{name: "a read through a symlinked directory", msg: "m",
+			setup: func(t *testing.T, env *lifecycle.Env) {
+				out := t.TempDir()
+				require.NoError(t, os.WriteFile(filepath.Join(out, "x.yaml"), []byte("secret: 1\n"), 0o600))
+				require.NoError(t, os.Symlink(out, filepath.Join(env.ConfigDir, "out")))
+			},
+			fn:   func(tx *lifecycle.Tx) error { _, err := tx.ReadFile("out/x.yaml"); return err },
+			says: "out is a symbolic link, not a regular file; it was not read"},
 		{name: "an error after a write", msg: "m", fn: func(tx *lifecycle.Tx) error {
 			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
 				return err
