@@ -21,7 +21,9 @@ type Integration struct {
 	// Action is "none" (the remote has no commit, or the same), "ahead"
 	// (the remote's commits are all here already: a push sends ours),
 	// "fast-forward" (this store was behind: it now has the remote's
-	// commits and files) or "merge" (the histories had diverged).
+	// commits and files), "merge" (the histories had diverged) or
+	// "diverged" (they had, and this store is not the writer: nothing was
+	// integrated; see RemoteOptions.MayPush).
 	Action string `json:"action"`
 	Remote string `json:"remote,omitempty"` // the remote's commit
 	Commit string `json:"commit,omitempty"` // HEAD after: the remote's commit, or the merge commit
@@ -48,6 +50,7 @@ const (
 	ActionAhead       = "ahead"
 	ActionFastForward = "fast-forward"
 	ActionMerge       = "merge"
+	ActionDiverged    = "diverged"
 )
 
 // integrationPlan is an integration worked out in memory.
@@ -93,6 +96,14 @@ func (r *Remote) integrate(theirs plumbing.Hash) (Integration, error) {
 			in.Action, in.Taken, in.Conflicts, in.Refused = plan.action, plan.taken, plan.conflicts, plan.refused
 			if plan.action == ActionNone || plan.action == ActionAhead {
 				s.mu.Unlock()
+				in.Commit = hashOrEmpty(plan.ours)
+				return nil
+			}
+			if plan.action == ActionMerge && !r.mayPush() {
+				// A merge is a new commit the remote lacks: the writer
+				// makes it, and this store fast-forwards to it.
+				s.mu.Unlock()
+				in.Action, in.Taken, in.Conflicts, in.Refused = ActionDiverged, nil, nil, nil
 				in.Commit = hashOrEmpty(plan.ours)
 				return nil
 			}

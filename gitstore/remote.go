@@ -21,6 +21,10 @@ var (
 	// than the one this store last saw there. Another writer pushed; the
 	// store fetched what it pushed, and merges it at its next Fetch.
 	ErrRemoteMoved = errors.New("gitstore: another writer moved the remote")
+	// ErrNotWriter: a push was not tried because this store is not the
+	// writer that may move the remote's branch (RemoteOptions.MayPush
+	// said no).
+	ErrNotWriter = errors.New("gitstore: this home is not the remote's writer; it only fetches")
 )
 
 // RemoteMode says when a change counts as made.
@@ -91,7 +95,15 @@ type RemoteOptions struct {
 	// Push caller's) after each fetch and push with the new Status. It
 	// must not block.
 	OnStatus func(RemoteStatus)
-	Logger   *slog.Logger // nil = the store's
+	// MayPush, if set, reports whether this store is now the writer that
+	// may move the remote's branch (lifecycle: the active writer elected
+	// among hosts). While it says no the remote is only fetched: Run and
+	// Push push nothing (Push returns ErrNotWriter), Fetch fast-forwards
+	// but leaves diverged histories unmerged (ActionDiverged: a merge
+	// would have to be pushed), and in RemoteSync mode a change fails,
+	// made nowhere. nil: always the writer.
+	MayPush func() bool
+	Logger  *slog.Logger // nil = the store's
 }
 
 // Credentials authenticate to a remote. Nothing of them is written into

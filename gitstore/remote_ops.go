@@ -277,6 +277,9 @@ func (r *Remote) Fetch(ctx context.Context) (Integration, error) {
 // fetching what it holds; Fetch then merges it. A remote whose history
 // this store has not merged yet is refused the same way.
 func (r *Remote) Push(ctx context.Context) error {
+	if !r.mayPush() {
+		return fmt.Errorf("gitstore: push %s: %w", r.red.safe, ErrNotWriter)
+	}
 	s := r.s
 	s.mu.Lock()
 	head := s.headHash
@@ -288,6 +291,10 @@ func (r *Remote) Push(ctx context.Context) error {
 	r.counted()
 	return err
 }
+
+// mayPush reports whether this store may move the remote's branch now
+// (RemoteOptions.MayPush).
+func (r *Remote) mayPush() bool { return r.opts.MayPush == nil || r.opts.MayPush() }
 
 // pushTo pushes commit n (and its history) to the remote branch.
 func (r *Remote) pushTo(ctx context.Context, n plumbing.Hash) error {
@@ -412,6 +419,13 @@ func (s *Store) pushBatch(b *batch) error {
 		return nil
 	}
 	tip := b.commits[len(b.commits)-1].hash
+	if !r.mayPush() {
+		if seen, _ := r.seenNow(); seen == tip {
+			return nil // a fast-forward to the remote's own commit
+		}
+		return fmt.Errorf("gitstore: push %s: %w; the change was not made, here or on the remote (sync mode makes a change only once the remote has it)",
+			r.red.safe, ErrNotWriter)
+	}
 	err := r.pushTo(context.Background(), tip)
 	if err == nil {
 		return nil

@@ -32,7 +32,7 @@ func (r *Remote) Sync(ctx context.Context) (SyncReport, error) {
 	var rep SyncReport
 	in, err := r.Fetch(ctx)
 	rep.Fetch = in
-	if err == nil {
+	if err == nil && r.mayPush() {
 		before, _ := r.seenNow()
 		err = r.Push(ctx)
 		after, _ := r.seenNow()
@@ -57,7 +57,7 @@ func (r *Remote) Run(ctx context.Context) error {
 	var pushAt, firstKick time.Time
 	if st := r.Status(); !st.LastFetch.IsZero() && st.LastFetch.Add(r.opts.Interval).After(now) {
 		fetchAt = st.LastFetch.Add(r.opts.Interval)
-		if st.Ahead > 0 {
+		if st.Ahead > 0 && r.mayPush() {
 			pushAt, firstKick = now, now
 		}
 	}
@@ -108,11 +108,14 @@ func (r *Remote) Run(ctx context.Context) error {
 			}
 			failures = 0
 			fetchAt = time.Now().Add(r.opts.Interval)
-			if r.Status().Ahead > 0 {
+			if r.Status().Ahead > 0 && r.mayPush() {
 				pushAt, firstKick = time.Now(), time.Now()
 			}
 		case !pushAt.IsZero() && !pushAt.After(now):
 			pushAt = time.Time{}
+			if !r.mayPush() {
+				continue // not the writer: the next fetch pushes once it is
+			}
 			err := r.Push(ctx)
 			if ctx.Err() != nil {
 				return nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -383,4 +384,71 @@ func TestRemoteRunPushesInTheBackground(t *testing.T) {
 		}
 	}
 	assert.Equal(t, last, strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main")))
+}
+
+// TestRemoteMayPushFetchesOnly: a store that is not the writer
+// (RemoteOptions.MayPush says no) never moves the remote's branch: Run
+// fetches and pushes nothing, Push says ErrNotWriter, a diverged history
+// is left unmerged, a sync-mode change fails made nowhere. Once it is the
+// writer, it merges and pushes.
+func TestRemoteMayPushFetchesOnly(t *testing.T) {
+	url, bare := remotes(t)["file"](t)
+	w := home(t, map[string]string{"w.yaml": "w: 1\n"})
+	rw := attach(t, w, url, nil)
+	require.NoError(t, rw.Push(t.Context()))
+	writerTip := head(t, w)
+
+	// A standby installed on its own: its history is not the remote's.
+	var writer atomic.Bool
+	s := home(t, map[string]string{"s.yaml": "s: 1\n"})
+	own := head(t, s)
+	statuses := make(chan gitstore.RemoteStatus, 100)
+	rs := attach(t, s, url, &gitstore.RemoteOptions{Mode: gitstore.RemoteSync, Interval: 20 * time.Millisecond,
+		MayPush: writer.Load, OnStatus: func(st gitstore.RemoteStatus) {
+			select {
+			case statuses <- st:
+			default:
+			}
+		}})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- rs.Run(ctx) }()
+	// Run pushes what the remote lacks right after a fetch, before the
+	// next one: three fetches mean a writer would have pushed.
+	fetches, deadline := 0, time.After(30*time.Second)
+	for fetches < 3 {
+		select {
+		case st := <-statuses:
+			if st.Error == "" && st.Ahead > 0 && st.Behind > 0 {
+				fetches++
+			}
+		case <-deadline:
+			t.Fatal("the standby's Run never fetched three times")
+		}
+	}
+	cancel()
+	require.NoError(t, <-done)
+	assert.Equal(t, writerTip, strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main")), "a standby pushed")
+	assert.Equal(t, own, head(t, s), "a standby merged")
+
+	in, err := rs.Fetch(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, gitstore.ActionDiverged, in.Action)
+	require.ErrorIs(t, rs.Push(t.Context()), gitstore.ErrNotWriter)
+	c, err := s.Stage("a standby's change", []gitstore.Change{{Path: "s.yaml", Data: []byte("s: 2\n")}})
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Wait(), gitstore.ErrNotWriter)
+	assert.Equal(t, own, head(t, s), "the refused change was made here")
+	assert.Equal(t, "s: 1\n", readWork(t, s, "s.yaml"))
+	assert.Equal(t, writerTip, strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main")))
+
+	// Elected: the catch-up merges, and the merge is pushed.
+	writer.Store(true)
+	in, err = rs.Fetch(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, gitstore.ActionMerge, in.Action)
+	assert.Equal(t, head(t, s), strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main")), "the writer's merge is on the remote")
+	assert.Equal(t, "w: 1\n", readWork(t, s, "w.yaml"))
+	fsck(t, bare)
+	fsck(t, s.Dir())
 }
