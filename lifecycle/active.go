@@ -70,6 +70,7 @@ type election struct {
 
 	mu        sync.Mutex
 	term      Term // the term held, nil when none
+	taking    Term // the term being taken up (before runs), nil when none
 	wasActive bool // this server was the writer and has seen no other since
 	leader    writerInfo
 	cluster   statefile.Cluster // the role as last recorded
@@ -103,6 +104,20 @@ func (e *election) statusLocked() statefile.Cluster {
 		c.Since = time.Now().UTC().Truncate(time.Millisecond)
 	}
 	return c
+}
+
+// writing reports whether this server may move the shared history (push
+// to the git remote): it holds a term, or is taking one up, and the term
+// is sure to hold still. A standby, and a writer whose lease may have
+// expired, only fetch.
+func (e *election) writing() bool {
+	e.mu.Lock()
+	t := e.term
+	if t == nil {
+		t = e.taking
+	}
+	e.mu.Unlock()
+	return t != nil && t.Held()
 }
 
 // standby reports whether MCP requests are refused, and the active
@@ -209,6 +224,14 @@ func (e *election) run(ctx context.Context) {
 // and only then lets changes through.
 func (e *election) takeOffice(ctx context.Context, t Term) error {
 	e.log.Info("elected the home's writer; catching up before serving as active", "term", t.Token())
+	e.mu.Lock()
+	e.taking = t // the catch-up may merge, and push the merge
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.taking = nil
+		e.mu.Unlock()
+	}()
 	if e.before != nil {
 		if err := e.before(ctx); err != nil {
 			return err

@@ -114,13 +114,15 @@ func (e *Env) withTurn(fn func() error) error {
 // startRemote attaches the remote of the harness's options or the home to
 // env's store, when there is one; in sync mode it first brings the store
 // up to the remote (every change the remote acknowledged), waiting at
-// most the remote's Timeout. status receives each new status.
-func (h *Harness) startRemote(ctx context.Context, env *Env, status func(gitstore.RemoteStatus)) (*gitstore.Remote, error) {
+// most the remote's Timeout. status receives each new status; mayPush
+// says whether this server is the writer, which alone pushes (nil:
+// always).
+func (h *Harness) startRemote(ctx context.Context, env *Env, status func(gitstore.RemoteStatus), mayPush func() bool) (*gitstore.Remote, error) {
 	ro, ok, err := ResolveRemote(env.Store, h.opts.Remote)
 	if err != nil || !ok {
 		return nil, err
 	}
-	ro.WithTurn, ro.OnStatus, ro.Logger = env.withTurn, status, h.log
+	ro.WithTurn, ro.OnStatus, ro.MayPush, ro.Logger = env.withTurn, status, mayPush, h.log
 	remote, err := gitstore.NewRemote(env.Store, &ro)
 	if err != nil {
 		return nil, err

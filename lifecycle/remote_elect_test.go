@@ -18,7 +18,8 @@ import (
 
 // TestElectedCatchesUpFromRemote: a standby elected with a git remote in
 // sync mode fetches what the last writer pushed before it is active, and
-// resigns the term when the remote cannot be reached.
+// resigns the term when the remote cannot be reached. A standby never
+// pushes, not even the history the remote lacks.
 func TestElectedCatchesUpFromRemote(t *testing.T) {
 	bare := gitremote.Bare(t)
 	url := gitremote.FileURL(bare)
@@ -28,12 +29,14 @@ func TestElectedCatchesUpFromRemote(t *testing.T) {
 	opts.Remote = lifecycle.RemoteOptions{URL: url, Mode: "sync", Interval: time.Hour}
 	r := run(t, opts)
 	config := filepath.Join(opts.Home, "config")
-	// The standby's history reaches the empty remote (its loop pushes
-	// what the remote lacks).
-	r.poll(t, "the remote has the home's history", func() bool {
-		out, err := gitremote.Output(t, bare, "rev-parse", "-q", "--verify", "main")
-		return err == nil && strings.TrimSpace(out) != ""
+	r.poll(t, "the standby's catch-up fetch in its state file", func() bool {
+		st, err := statefile.Read(filepath.Join(opts.Home, statefile.FileName))
+		return err == nil && st.Remote != nil && !st.Remote.LastFetch.IsZero()
 	})
+	_, missing := gitremote.Output(t, bare, "rev-parse", "-q", "--verify", "main")
+	require.Error(t, missing, "the standby pushed its history to the remote")
+	// This host was the writer once: its history is the remote's.
+	gitremote.Run(t, config, "push", "-q", bare, "HEAD:refs/heads/main")
 
 	// The last writer, elsewhere, acknowledged a change: it is on the
 	// remote.
@@ -68,4 +71,6 @@ func TestElectedCatchesUpFromRemote(t *testing.T) {
 	require.NoError(t, err)
 	log := gitremote.Run(t, config, "log", "--format=%H")
 	assert.Contains(t, log, head, "the last writer's commit is in the new writer's history")
+	tip := strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main"))
+	assert.Equal(t, strings.TrimSpace(gitremote.Run(t, config, "rev-parse", "HEAD")), tip, "the new writer pushed its catch-up merge")
 }

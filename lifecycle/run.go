@@ -230,7 +230,11 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		c := w.elect.status()
 		st.Cluster = &c
 	}
-	if env.Remote, err = h.startRemote(ctx, env, w.remoteStatus.set); err != nil {
+	var mayPush func() bool // without an Elector this server is always the writer
+	if w.elect != nil {
+		mayPush = w.elect.writing
+	}
+	if env.Remote, err = h.startRemote(ctx, env, w.remoteStatus.set, mayPush); err != nil {
 		return err
 	}
 	if env.Remote != nil {
