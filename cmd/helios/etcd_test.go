@@ -54,13 +54,15 @@ func startHostArmed(t *testing.T, name, etcdURL, failpoints string) *host {
 	return h
 }
 
-func startHostNoCleanup(t testing.TB, root, name, etcdURL, failpoints string) (*host, error) {
+// startHostNoCleanup starts host name under root/name, with the flags
+// extra after the cluster's.
+func startHostNoCleanup(t testing.TB, root, name, etcdURL, failpoints string, extra ...string) (*host, error) {
 	dir := filepath.Join(root, name)
 	home, registry := filepath.Join(dir, ".helios"), filepath.Join(dir, "servers.json")
 	p, err := crashtest.Start(t.Context(), crashtest.Cmd{
 		Path: heliosBin,
-		Args: []string{"--home", home, "--registry", registry, "--http", "127.0.0.1:0", "--no-stdio",
-			"--etcd", etcdURL, "--etcd-ttl", etcdTTL.String()},
+		Args: append([]string{"--home", home, "--registry", registry, "--http", "127.0.0.1:0", "--no-stdio",
+			"--etcd", etcdURL, "--etcd-ttl", etcdTTL.String()}, extra...),
 		Env:        []string{"HOME=" + dir},
 		Failpoints: failpoints,
 	})
