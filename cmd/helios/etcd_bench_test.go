@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/internal/testserver/etcdtest"
+	"github.com/mcpkeep/mcpkeep/internal/testserver/gitremote"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -26,11 +28,38 @@ import (
 //
 //	go test -run '^$' -bench EtcdFailover -benchtime 20x ./cmd/helios
 func BenchmarkEtcdFailover(b *testing.B) {
+	benchFailover(b, nil)
+}
+
+// BenchmarkEtcdFailoverRemote is BenchmarkEtcdFailover with the homes
+// replicated through a git remote over HTTP in sync mode: a failover
+// includes the new writer's catch-up fetch, and its first change is
+// pushed before it is acknowledged. The second host's config starts as
+// the remote's history (a clone).
+//
+//	go test -run '^$' -bench EtcdFailoverRemote -benchtime 20x ./cmd/helios
+func BenchmarkEtcdFailoverRemote(b *testing.B) {
+	bare := gitremote.Bare(b)
+	benchFailover(b, []string{"--remote", gitremote.Serve(b, bare, nil).URL(), "--remote-mode", "sync"})
+}
+
+// benchFailover runs a failover benchmark with helios flags extra; with
+// any, host b's config starts as a clone of host a's after its first
+// change, which is what the remote has.
+func benchFailover(b *testing.B, extra []string) {
 	srv := etcdtest.Start(b, nil)
 	root := b.TempDir()
-	hosts := []*host{benchHost(b, root, "a", srv.URL), nil}
+	hosts := []*host{benchHost(b, root, "a", srv.URL, extra...), nil}
 	waitRole(b, hosts[0], statefile.RoleActive)
-	hosts[1] = benchHost(b, root, "b", srv.URL)
+	if extra != nil {
+		firstChange(b, hosts[0]) // a's history reaches the remote
+		dir := filepath.Join(root, "b", ".helios")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		gitremote.Run(b, dir, "clone", "-q", filepath.Join(hosts[0].home, "config"), "config")
+	}
+	hosts[1] = benchHost(b, root, "b", srv.URL, extra...)
 	waitRole(b, hosts[1], statefile.RoleStandby)
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
@@ -43,7 +72,7 @@ func BenchmarkEtcdFailover(b *testing.B) {
 		active.Wait()
 		firstChange(b, standby)
 		took = append(took, time.Since(killed))
-		hosts[i%2] = benchHost(b, root, active.name, srv.URL)
+		hosts[i%2] = benchHost(b, root, active.name, srv.URL, extra...)
 		waitRole(b, hosts[i%2], statefile.RoleStandby)
 	}
 	slices.Sort(took)
@@ -59,9 +88,9 @@ func BenchmarkEtcdFailover(b *testing.B) {
 
 // benchHost starts (again) host name under root and waits for its state
 // file. The benchmark's end kills it.
-func benchHost(b *testing.B, root, name, etcdURL string) *host {
+func benchHost(b *testing.B, root, name, etcdURL string, extra ...string) *host {
 	b.Helper()
-	h, err := startHostNoCleanup(b, root, name, etcdURL, "")
+	h, err := startHostNoCleanup(b, root, name, etcdURL, "", extra...)
 	if err != nil {
 		b.Fatal(err)
 	}
