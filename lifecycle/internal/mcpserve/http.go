@@ -46,7 +46,7 @@ func newHTTPServer(server *mcp.Server, stdio *mcp.ServerSession, opts Options, l
 	// The body is read, bounded, before either handler sees it.
 	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log, MaxRequestBodyBytes: -1})
 	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log, MaxRequestBodyBytes: -1, Stateless: true})
-	h.sessions = newSessionTable(limits, h.closeSession, stats, log)
+	h.sessions = newSessionTable(limits, opts.clock, h.closeSession, stats, log)
 	h.ln = newConnLimiter(opts.Listener, limits.MaxConnections, stats)
 
 	mux := http.NewServeMux()

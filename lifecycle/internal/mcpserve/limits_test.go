@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,19 +86,33 @@ func (c *rawClient) stream(t *testing.T) *http.Response {
 }
 
 // TestSessionExpires: a session no request uses for SessionIdleTimeout is
-// closed; its client then gets 404 and can initialize again.
+// closed; its client then gets 404 and can initialize again. The session
+// table's clock stands still unless the test moves it, so no session
+// expires before the test has used it, however slow the machine.
 func TestSessionExpires(t *testing.T) {
-	s := serveHTTP(t, Options{Limits: Limits{SessionIdleTimeout: 50 * time.Millisecond}})
+	const timeout = 50 * time.Millisecond
+	var clock stoppedClock
+	s := serveHTTP(t, Options{Limits: Limits{SessionIdleTimeout: timeout}, clock: clock.now})
 	c := s.initialized(t, "2025-11-25")
-	eventually(t, "the idle session expires", func() bool { return s.stats.Sessions() == 0 })
-	assert.EqualValues(t, 1, s.stats.expired.Load())
+	eventually(t, "the idle session expires", func() bool {
+		clock.advance(timeout)
+		return s.stats.expired.Load() == 1
+	})
+	assert.Equal(t, 0, s.stats.Sessions())
 	resp, body := c.post(t, rpc(1, "tools/list", map[string]any{}))
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", body)
 
 	again := s.initialized(t, "2025-11-25")
 	_, list := again.call(t, rpc(1, "tools/list", map[string]any{}))
 	assert.Nil(t, list.Error)
+	assert.EqualValues(t, 1, s.stats.expired.Load(), "the clock did not move: the new session is not idle")
 }
+
+// stoppedClock is a clock that moves only by advance.
+type stoppedClock struct{ ns atomic.Int64 }
+
+func (c *stoppedClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *stoppedClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestSessionCap: at MaxSessions an initialize closes the session idle
 // longest, never a busy one; when every session is busy it gets 503 with

@@ -71,6 +71,11 @@ type Options struct {
 	// Serve waits for them: what is announced after it reaches a server
 	// that answers.
 	Started func()
+
+	// clock, if set, is what the HTTP session table reads the time from
+	// to tell how long a session has been idle; tests set it to expire a
+	// session when they choose. Its timers still run on real time.
+	clock func() time.Time
 }
 
 // Serve serves server until ctx is cancelled, stdin reaches EOF (stdio

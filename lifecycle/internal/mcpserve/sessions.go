@@ -23,6 +23,7 @@ type sessionTable struct {
 	closeFn func(id string)
 	stats   *Stats
 	log     *slog.Logger
+	now     func() time.Time // how long a session has been idle is measured with it
 
 	mu       sync.Mutex
 	byID     map[string]*session
@@ -42,9 +43,13 @@ type session struct {
 	gone    bool
 }
 
-func newSessionTable(l Limits, closeFn func(string), stats *Stats, log *slog.Logger) *sessionTable {
+// newSessionTable returns an empty table; a nil clock means time.Now.
+func newSessionTable(l Limits, clock func() time.Time, closeFn func(string), stats *Stats, log *slog.Logger) *sessionTable {
+	if clock == nil {
+		clock = time.Now
+	}
 	return &sessionTable{max: l.MaxSessions, timeout: l.SessionIdleTimeout, closeFn: closeFn, stats: stats, log: log,
-		byID: make(map[string]*session)}
+		now: clock, byID: make(map[string]*session)}
 }
 
 // reserve makes room for a session an initialize is about to open. At the
@@ -72,7 +77,7 @@ func (t *sessionTable) reserve() bool {
 	if victim != nil {
 		t.stats.evicted.Add(1)
 		t.log.Debug("HTTP session evicted: the session cap is reached and it was idle longest", "session", victim.id,
-			"idle", time.Since(victim.since).Round(time.Millisecond).String())
+			"idle", t.now().Sub(victim.since).Round(time.Millisecond).String())
 		t.closeFn(victim.id)
 	}
 	return true
@@ -135,7 +140,7 @@ func (t *sessionTable) release(s *session) {
 // looks at how long s has been idle and waits again for the rest (expire),
 // so that a request costs no timer operation.
 func (t *sessionTable) releaseLocked(s *session) {
-	s.since = time.Now()
+	s.since = t.now()
 	s.elem = t.quiet.PushBack(s)
 	if t.timeout > 0 && s.timer == nil {
 		s.timer = time.AfterFunc(t.timeout, func() { t.expire(s) })
@@ -156,16 +161,18 @@ func (t *sessionTable) expire(s *session) {
 		t.mu.Unlock()
 		return
 	}
-	if idle := time.Since(s.since); idle < t.timeout {
+	if idle := t.now().Sub(s.since); idle < t.timeout {
 		s.timer.Reset(t.timeout - idle)
 		t.mu.Unlock()
 		return
 	}
 	t.removeLocked(s)
 	t.mu.Unlock()
-	t.stats.expired.Add(1)
 	t.log.Debug("HTTP session expired: idle for the session idle timeout", "session", s.id, "timeout", t.timeout.String())
 	t.closeFn(s.id)
+	// Counted once the go-sdk has closed it too: from then on its client
+	// gets 404.
+	t.stats.expired.Add(1)
 }
 
 // drop forgets session id, which the client deleted or the go-sdk no

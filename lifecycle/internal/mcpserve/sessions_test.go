@@ -25,7 +25,7 @@ func TestSessionIdleTimer(t *testing.T) {
 			defer mu.Unlock()
 			return append([]string(nil), closed...)
 		}
-		tab := newSessionTable(Limits{SessionIdleTimeout: time.Minute}, func(id string) {
+		tab := newSessionTable(Limits{SessionIdleTimeout: time.Minute}, nil, func(id string) {
 			mu.Lock()
 			closed = append(closed, id)
 			mu.Unlock()
