@@ -352,7 +352,9 @@ func (s *Store) useStorage(st *filesystem.Storage) error {
 // the last Apply, or when 128 records wait; and it packs loose objects and
 // merges small packs when they pass PackThreshold (as Commit does when no
 // Maintain runs): at the first Apply, after a quiet second, and at once
-// when the flushes have left more than 32 packs. The pack
+// when the flushes have left more than 32 packs; after a quiet second it
+// also merges the smallest packs down to two when more than maxSmallPacks
+// (4) are not frozen, so that a start reads few pack indexes. The pack
 // is written with no lock held. A failed step is logged and tried again
 // after the next Apply. Maintain returns nil when ctx is done, once the
 // step in progress has finished. Run one Maintain per Store.
@@ -362,8 +364,8 @@ func (s *Store) Maintain(ctx context.Context) error {
 	}
 	s.maintained.Add(1)
 	defer s.maintained.Add(-1)
-	pack := func() {
-		if err := s.housekeepPacks(); err != nil {
+	pack := func(tidy bool) {
+		if err := s.housekeepPacks(tidy); err != nil {
 			s.log.Warn("gitstore: packing failed; will retry", "repo", s.dir, "err", err)
 		}
 	}
@@ -376,7 +378,7 @@ func (s *Store) Maintain(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-idle.C:
-			pack()
+			pack(true)
 			continue
 		case <-s.kick:
 		}
@@ -385,7 +387,7 @@ func (s *Store) Maintain(ctx context.Context) error {
 			// Commit) is packed at the first change, beside it: not at
 			// Open, whose count of loose objects would slow every start.
 			first = false
-			pack()
+			pack(false)
 		}
 		quiet, ok := s.quiet(ctx)
 		if !ok {
@@ -402,7 +404,7 @@ func (s *Store) Maintain(ctx context.Context) error {
 		// on a small machine: it waits for a quiet spell, unless the
 		// flushes have made so many packs that lookups would slow.
 		if s.packCount() > maxPacks {
-			pack()
+			pack(false)
 		} else {
 			idle.Reset(packIdle)
 		}
@@ -454,8 +456,12 @@ func (s *Store) quiet(ctx context.Context) (quiet, ok bool) {
 
 // housekeepPacks packs the loose objects and merges the small packs when
 // together they pass PackThreshold objects, as maybePack does, but with
-// no lock held while it writes the pack.
-func (s *Store) housekeepPacks() error {
+// no lock held while it writes the pack. When changes have paused (tidy),
+// it also merges the smallest packs down to tidyLeaves when more than
+// maxSmallPacks are not frozen (tidyUp): the new pack and its index
+// are written and synced before the packs it replaces are removed, so a
+// crash leaves the objects in one or both.
+func (s *Store) housekeepPacks(tidy bool) error {
 	if s.opts.PackThreshold < 0 {
 		return nil
 	}
@@ -478,19 +484,27 @@ func (s *Store) housekeepPacks() error {
 	// Due when the loose objects and the packs not frozen (see
 	// packFactor) hold more than PackThreshold objects: the packs a flush
 	// leaves are merged, however large the batches that made them.
-	small := len(loose)
+	small, smallPacks := len(loose), 0
 	for _, p := range packs {
 		if p.objects < frozenPacks*s.opts.PackThreshold {
 			small += p.objects
+			smallPacks++
 		}
 	}
-	if small <= s.opts.PackThreshold {
+	tidy = tidy && smallPacks > maxSmallPacks
+	if small <= s.opts.PackThreshold && !tidy {
 		return nil
 	}
 	if err := failpoint.Hit("gitstore.before-pack"); err != nil {
 		return err
 	}
-	merged := rollup(packs, len(loose), s.opts.PackThreshold)
+	var merged []pack
+	if small > s.opts.PackThreshold {
+		merged = rollup(packs, len(loose), s.opts.PackThreshold)
+	}
+	if tidy {
+		merged = tidyUp(packs, merged, len(loose), s.opts.PackThreshold)
+	}
 	if len(loose) == 0 && len(merged) < 2 {
 		return nil
 	}

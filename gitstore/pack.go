@@ -37,6 +37,13 @@ var (
 	packFactor  = 2
 	frozenPacks = 4
 	maxMerge    = 6
+	// When changes pause and more than maxSmallPacks packs hold fewer
+	// than frozenPacks times PackThreshold objects, Maintain merges the
+	// smallest of them until tidyLeaves are left (tidyUp): merging down
+	// to two, not to the cap, makes it one merge every few flushes, not
+	// one at every flush.
+	maxSmallPacks = 4
+	tidyLeaves    = 2
 )
 
 // forceMerge makes the next packing merge the smallest packs, frozen ones
@@ -169,6 +176,37 @@ func rollup(packs []pack, n, threshold int) []pack {
 	}
 	for ; split > 0 && total > limit; split-- {
 		total -= small[split-1].objects
+	}
+	return small[:split]
+}
+
+// tidyUp returns merged, which rollup chose from packs for n loose
+// objects, grown by the next smallest packs not frozen until packing would
+// leave at most tidyLeaves packs that are not frozen, within the same
+// bound on what a merge writes. The caller calls it when there are more
+// than maxSmallPacks. The flushes of the change path write one
+// small pack each, whose objects are far fewer than the threshold; without
+// this, a home keeps a few dozen of them until they add up to the
+// threshold, and every start reads all their indexes.
+func tidyUp(packs, merged []pack, n, threshold int) []pack {
+	frozen, limit := frozenPacks*threshold, maxMerge*threshold
+	var small []pack
+	for _, p := range packs {
+		if p.objects < frozen {
+			small = append(small, p)
+		}
+	}
+	split := len(merged)
+	if split > len(small) {
+		return merged // forced
+	}
+	total := n
+	for _, p := range merged {
+		total += p.objects
+	}
+	// The new pack is one of the packs left.
+	for ; split < len(small) && len(small)-split+1 > tidyLeaves && total+small[split].objects <= limit; split++ {
+		total += small[split].objects
 	}
 	return small[:split]
 }

@@ -55,3 +55,39 @@ func TestRollup(t *testing.T) {
 		})
 	}
 }
+
+// TestTidyUp checks which packs a pause merges, with a threshold of 100:
+// the smallest packs not frozen, until two are left, the new one among
+// them, within the bound on a merge.
+func TestTidyUp(t *testing.T) {
+	const threshold = 100
+	for _, tc := range []struct {
+		name   string
+		packs  []int // objects per pack, fewest first
+		loose  int
+		merged int // how many of the smallest packs rollup chose
+		want   int
+	}{
+		{"five packs: four merge", []int{3, 3, 4, 5, 6}, 0, 0, 4},
+		{"loose objects make a pack too", []int{3, 3, 3, 3, 3}, 5, 0, 4},
+		{"many flushes' packs", []int{3, 3, 3, 3, 3, 3, 3, 3, 3}, 0, 0, 8},
+		{"frozen packs are not merged", []int{3, 3, 3, 3, 3, 400, 900}, 0, 0, 4},
+		{"rollup's choice is grown", []int{3, 3, 3, 3, 3}, 0, 2, 4},
+		{"rollup's choice that is enough stays", []int{3, 3, 3, 3, 3}, 0, 5, 5},
+		{"never more than the bound", []int{250, 300, 350, 390, 399}, 0, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var packs []pack
+			for i, n := range tc.packs {
+				packs = append(packs, pack{plumbing.NewHash(fmt.Sprintf("%040x", i+1)), n})
+			}
+			got := tidyUp(packs, packs[:tc.merged], tc.loose, threshold)
+			assert.Equal(t, packs[:tc.want], got)
+			total := tc.loose
+			for _, p := range got {
+				total += p.objects
+			}
+			assert.LessOrEqual(t, total, maxMerge*threshold, "a merge writes at most maxMerge times the threshold")
+		})
+	}
+}

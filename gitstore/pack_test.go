@@ -1,6 +1,7 @@
 package gitstore_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/stretchr/testify/assert"
@@ -125,4 +127,41 @@ func TestPackingKeepsEveryCommit(t *testing.T) {
 		}
 		assert.Equal(t, v.data, git(t, dir, "show", v.hash+":"+v.path))
 	}
+}
+
+// TestMaintainTidiesSmallPacks: the packs the flushes leave, far fewer
+// objects than PackThreshold, are merged down to two once changes pause,
+// and nothing is lost.
+func TestMaintainTidiesSmallPacks(t *testing.T) {
+	defer gitstore.SetPackIdle(20 * time.Millisecond)()
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "a: 0\n")
+	s, err := gitstore.Init(dir, nil) // the default threshold: 2,000 objects
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Commit("init")
+	require.NoError(t, err)
+	for i := range 9 {
+		stage(t, s, fmt.Sprint(i), put("a.yaml", fmt.Sprintf("a: %d\n", i+1)))
+		require.NoError(t, s.Apply())
+		require.NoError(t, s.Flush()) // one small pack each
+	}
+	_, before := countObjects(t, dir)
+	require.GreaterOrEqual(t, before, 9)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { s.Maintain(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	stage(t, s, "last", put("a.yaml", "a: last\n"))
+	require.NoError(t, s.Apply())
+	require.Eventually(t, func() bool { _, packs := countObjects(t, dir); return packs <= 2 }, 30*time.Second, 5*time.Millisecond,
+		"tidied once quiet")
+	cancel()
+	<-done
+	git(t, dir, "fsck", "--full", "--strict")
+	hist, err := s.History("", 0)
+	require.NoError(t, err)
+	assert.Len(t, hist, 11)
+	assert.Equal(t, "a: last\n", git(t, dir, "show", "HEAD:a.yaml"))
 }
