@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"time"
 
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -17,8 +18,17 @@ import (
 // the disk (the branch, which the journal moves before a flush writes it;
 // and what a ReadOnly Open would have repaired) served first.
 // staleTries bounds how many times a ReadOnly store lists the packs again
-// to read one object.
-const staleTries = 5
+// to read one object. The first quickTries follow each other at once (a
+// flush or a merge that finished between the listing and the read); the
+// rest wait staleWait, doubling up to staleWaitMax, for a writer that
+// merges pack after pack while the reader reads: about 1.3 s in all before
+// an object is said not to be there.
+const (
+	staleTries   = 35
+	quickTries   = 5
+	staleWait    = time.Millisecond
+	staleWaitMax = 50 * time.Millisecond
+)
 
 type overlay struct {
 	*filesystem.Storage
@@ -81,6 +91,9 @@ func (o overlay) stale(err error, try int) bool {
 		return false
 	}
 	if errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, dotgit.ErrPackfileNotFound) || errors.Is(err, fs.ErrNotExist) {
+		if try > quickTries {
+			time.Sleep(min(staleWait<<(try-quickTries-1), staleWaitMax))
+		}
 		o.Storage.Reindex()
 		return true
 	}
