@@ -24,7 +24,9 @@
 // succeed, and then: every acknowledged value is in its file and in the
 // commit the server named; every config file parses; git fsck --full
 // --strict is clean; no temporary file, checkpoint or state file of a dead process
-// survives the start; no socket, state file or PID file survives the last
+// survives the start (a temporary file the running server renames or
+// removes within 30 s is its own live write's, such as its flush of the
+// merge a start from a git remote made, not an orphan); no socket, state file or PID file survives the last
 // clean stop; the registry holds no dead entry; and mcpkeep doctor
 // --json reports a clean home. It fails if any failpoint never fired, so a
 // new point cannot be added without being crashed. It logs one line:

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -146,19 +147,12 @@ func (e *lostError) Unwrap() error { return e.err }
 // checkpoint, and no state or PID file of a dead process.
 func checkServing(h *home, pid int) []error {
 	var errs []error
-	err := filepath.WalkDir(h.dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if !d.IsDir() && (atomicfile.IsTemp(name) || strings.HasPrefix(name, "tmp_obj_") ||
-			strings.HasPrefix(name, "tmp_pack_") || strings.HasPrefix(name, "tmp_idx_")) {
-			errs = append(errs, fmt.Errorf("orphan temporary file %s survived the start", rel(h.dir, p)))
-		}
-		return nil
-	})
+	orphans, err := orphanTemps(h.dir, liveTempWait, nil)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	for _, p := range orphans {
+		errs = append(errs, fmt.Errorf("orphan temporary file %s survived the start", rel(h.dir, p)))
 	}
 	entries, err := os.ReadDir(filepath.Join(h.dir, "checkpoints"))
 	if err != nil {
@@ -181,6 +175,60 @@ func checkServing(h *home, pid int) []error {
 		errs = append(errs, fmt.Errorf("%s holds %q, not the running server's pid %d", lifecycle.LockFile, data, pid))
 	}
 	return errs
+}
+
+// liveTempWait is how long checkServing gives a temporary file it finds
+// to go. The running server writes while it is checked (its journal's
+// flush and packs, right after a start that merged from a git remote; a
+// fetch; the state file), and renames each temporary file into place
+// within milliseconds. A dead write's stays: only the start removes
+// those (gitstore.Open, recovery), before the server serves.
+var liveTempWait = 30 * time.Second
+
+// orphanTemps returns the temporary files of writes under dir (atomicfile's
+// and git's) that are still there wait after they were found, none when
+// the walk finds none. found, when not nil, is called with what the walk
+// found, before the wait.
+func orphanTemps(dir string, wait time.Duration, found func([]string)) ([]string, error) {
+	var temps []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil // removed by the running server as the walk went
+			}
+			return err
+		}
+		name := d.Name()
+		if !d.IsDir() && (atomicfile.IsTemp(name) || strings.HasPrefix(name, "tmp_obj_") ||
+			strings.HasPrefix(name, "tmp_pack_") || strings.HasPrefix(name, "tmp_idx_")) {
+			temps = append(temps, p)
+		}
+		return nil
+	})
+	if err != nil || len(temps) == 0 {
+		return nil, err
+	}
+	if found != nil {
+		found(slices.Clone(temps))
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		left := temps[:0]
+		for _, p := range temps {
+			_, err := os.Lstat(p)
+			switch {
+			case err == nil:
+				left = append(left, p)
+			case !errors.Is(err, fs.ErrNotExist):
+				return nil, err
+			}
+		}
+		temps = left
+		if len(temps) == 0 || time.Now().After(deadline) {
+			return temps, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func rel(dir, p string) string {
