@@ -28,16 +28,22 @@ const (
 	trailerConflict = "Conflict: "
 	trailerRefused  = "Refused: "
 	trailerTag      = "Conflict-Tag: "
+	trailerKept     = "Kept: "          // KeptRemote, when the tree took the remote's versions
+	trailerMerged   = "Remote-Commit: " // the remote's commit, when the tag is on this store's
 )
 
-// Conflict is one merge that kept this store's version of files the
-// remote changed too, as its conflicts/<time> tag records it.
+// Conflict is one merge of files both this store and the remote changed,
+// as its conflicts/<time> tag records it.
 type Conflict struct {
 	Tag    string    `json:"tag"`    // conflicts/<time>
 	When   time.Time `json:"when"`   // when the merge made it
-	Remote string    `json:"remote"` // the remote's commit: its versions of the files
-	// Files lists the files both sides changed: the tree kept this
-	// store's version; `git show <tag>:<file>` shows the remote's.
+	Remote string    `json:"remote"` // the remote's commit the merge took
+	// Kept is whose version of Files the tree holds: KeptHome (the tag
+	// is on the remote's commit) or KeptRemote (RemoteSync: the tag is
+	// on this store's commit before the merge).
+	Kept string `json:"kept"`
+	// Files lists the files both sides changed; `git show <tag>:<file>`
+	// shows the version the tree did not keep.
 	Files []string `json:"files,omitempty"`
 	// Refused lists the remote's entries gitstore would not write, each
 	// "path (what it is)".
@@ -69,7 +75,10 @@ func (s *Store) conflicts() ([]Conflict, error) {
 		if err != nil {
 			continue // not one of ours: a lightweight tag someone made
 		}
-		c := Conflict{Tag: name.Short(), When: tag.Tagger.When, Remote: tag.Target.String()}
+		c := Conflict{Tag: name.Short(), When: tag.Tagger.When, Remote: tag.Target.String(), Kept: KeptHome}
+		if trailerValue(tag.Message, trailerKept) == KeptRemote {
+			c.Kept, c.Remote = KeptRemote, trailerValue(tag.Message, trailerMerged)
+		}
 		c.Files, c.Refused = trailers(tag.Message)
 		out = append(out, c)
 	}
@@ -164,8 +173,10 @@ func trailerValue(msg, key string) string {
 }
 
 // conflictTag makes (or finds, when an earlier attempt at the same merge
-// made it) the tag conflicts/<time> on the remote's commit of plan p,
-// durably, and returns its name. The caller holds s.mu.
+// made it) the tag conflicts/<time> on the commit of plan p whose
+// versions the tree does not keep (the remote's, or ours when p takes
+// the remote's versions), durably, and returns its name. The caller
+// holds s.mu.
 func (s *Store) conflictTag(p *integrationPlan, remote string) (string, error) {
 	existing, err := s.conflicts()
 	if err != nil {
@@ -185,10 +196,18 @@ func (s *Store) conflictTag(p *integrationPlan, remote string) (string, error) {
 		name = fmt.Sprintf("%s%s-%d", ConflictTagPrefix, now.Format("20060102T150405Z"), i)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "merge of %s at %s kept this home's version of files the remote changed too; "+
-		"the remote's versions are in this tag's commit (git show %s:<file>)\n\n", remote, short7(p.theirs), name)
+	target := p.theirs
+	if p.kept() == KeptRemote && len(p.conflicts) > 0 {
+		target = p.ours
+		fmt.Fprintf(&b, "merge of %s at %s took the remote's version of files this home changed too; "+
+			"this home's versions are in this tag's commit (git show %s:<file>)\n\n", remote, short7(p.theirs), name)
+		fmt.Fprintf(&b, "%s%s\n%s%s\n", trailerKept, KeptRemote, trailerMerged, p.theirs)
+	} else {
+		fmt.Fprintf(&b, "merge of %s at %s kept this home's version of files the remote changed too; "+
+			"the remote's versions are in this tag's commit (git show %s:<file>)\n\n", remote, short7(p.theirs), name)
+	}
 	writeTrailers(&b, p)
-	tag := &object.Tag{Name: name, Message: b.String(), TargetType: plumbing.CommitObject, Target: p.theirs,
+	tag := &object.Tag{Name: name, Message: b.String(), TargetType: plumbing.CommitObject, Target: target,
 		Tagger: object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: now.Truncate(time.Second)}}
 	obj := s.storage.NewEncodedObject()
 	if err := tag.Encode(obj); err != nil {

@@ -30,17 +30,25 @@ type Integration struct {
 	// Taken lists the files a merge took from the remote: changed there
 	// only.
 	Taken []string `json:"taken,omitempty"`
-	// Conflicts lists the files both sides changed, differently: the
-	// tree keeps this store's version; the remote's is in the merge
-	// commit's second parent and in the tag Tag points at.
+	// Conflicts lists the files both sides changed, differently. In
+	// RemoteAsync mode the tree keeps this store's version and the
+	// remote's is in the merge commit's second parent and in the tag Tag
+	// points at; in RemoteSync mode, where the remote holds every
+	// acknowledged change, the tree takes the remote's version and this
+	// store's is in the merge commit's first parent and in the tag (see
+	// KeptRemote).
 	Conflicts []string `json:"conflicts,omitempty"`
+	// Kept is whose version of the Conflicts the tree holds: KeptHome or
+	// KeptRemote.
+	Kept string `json:"kept,omitempty"`
 	// Refused lists the remote's entries gitstore does not write (see
 	// EntryError): a symbolic link, a submodule, a file over MaxFileSize,
 	// a path into a .git; the tree keeps this store's version, as for a
 	// conflict.
 	Refused []string `json:"refused,omitempty"`
-	// Tag is conflicts/<time>, on the remote's commit, when there were
-	// conflicts or refusals.
+	// Tag is conflicts/<time>, on the commit whose versions the tree did
+	// not keep (the remote's, or this store's when Kept is KeptRemote),
+	// when there were conflicts or refusals.
 	Tag string `json:"tag,omitempty"`
 }
 
@@ -53,14 +61,24 @@ const (
 	ActionDiverged    = "diverged"
 )
 
+// Whose version of a file both sides changed a merge keeps in the tree
+// (Integration.Kept, Conflict.Kept).
+const (
+	KeptHome   = "home"   // this store's; the tag is on the remote's commit
+	KeptRemote = "remote" // the remote's; the tag is on this store's commit
+)
+
 // integrationPlan is an integration worked out in memory.
 type integrationPlan struct {
 	ours, theirs, base plumbing.Hash
 	action             string
-	edits              []treeEdit // of ours' tree, each file's data read
-	taken, conflicts   []string
-	refused            []string // "path (what)"
-	handEdited         []string // files of the work tree an edit would replace that differ from ours
+	// remoteWins makes a file both sides changed take the remote's
+	// version (RemoteSync: the remote holds every acknowledged change).
+	remoteWins       bool
+	edits            []treeEdit // of ours' tree, each file's data read
+	taken, conflicts []string
+	refused          []string // "path (what)"
+	handEdited       []string // files of the work tree an edit would replace that differ from ours
 }
 
 // integrate brings the store up to theirs (see Fetch): it plans, within
@@ -88,12 +106,15 @@ func (r *Remote) integrate(theirs plumbing.Hash) (Integration, error) {
 				s.mu.Unlock()
 				continue // staged in between (no WithTurn): again
 			}
-			plan, err := s.plan(theirs)
+			plan, err := s.plan(theirs, r.opts.Mode == RemoteSync)
 			if err != nil {
 				s.mu.Unlock()
 				return err
 			}
 			in.Action, in.Taken, in.Conflicts, in.Refused = plan.action, plan.taken, plan.conflicts, plan.refused
+			if in.Kept = ""; len(plan.conflicts) > 0 {
+				in.Kept = plan.kept()
+			}
 			if plan.action == ActionNone || plan.action == ActionAhead {
 				s.mu.Unlock()
 				in.Commit = hashOrEmpty(plan.ours)
@@ -103,7 +124,7 @@ func (r *Remote) integrate(theirs plumbing.Hash) (Integration, error) {
 				// A merge is a new commit the remote lacks: the writer
 				// makes it, and this store fast-forwards to it.
 				s.mu.Unlock()
-				in.Action, in.Taken, in.Conflicts, in.Refused = ActionDiverged, nil, nil, nil
+				in.Action, in.Taken, in.Conflicts, in.Refused, in.Kept = ActionDiverged, nil, nil, nil, ""
 				in.Commit = hashOrEmpty(plan.ours)
 				return nil
 			}
@@ -160,10 +181,15 @@ func (r *Remote) integrate(theirs plumbing.Hash) (Integration, error) {
 func (r *Remote) mergeMessage(p *integrationPlan, tag string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "merge %s %s at %s: took %d file(s) changed there only", r.red.safe, r.branch.Short(), short7(p.theirs), len(p.taken))
-	if n := len(p.conflicts); n > 0 {
+	if n := len(p.conflicts); n > 0 && p.remoteWins {
+		fmt.Fprintf(&b, "; took the remote's version of %d file(s) changed on both sides", n)
+	} else if n > 0 {
 		fmt.Fprintf(&b, "; kept this home's version of %d file(s) changed on both sides", n)
 	}
 	b.WriteString("\n\n")
+	if len(p.conflicts) > 0 && p.remoteWins {
+		fmt.Fprintf(&b, "%s%s\n", trailerKept, KeptRemote)
+	}
 	writeTrailers(&b, p)
 	if tag != "" {
 		fmt.Fprintf(&b, "%s%s\n", trailerTag, tag)
@@ -171,10 +197,19 @@ func (r *Remote) mergeMessage(p *integrationPlan, tag string) string {
 	return b.String()
 }
 
+// kept is whose version of the files both sides changed p keeps.
+func (p *integrationPlan) kept() string {
+	if p.remoteWins {
+		return KeptRemote
+	}
+	return KeptHome
+}
+
 // plan works out how to bring ours (HEAD, with nothing staged) up to
-// theirs. The caller holds s.mu.
-func (s *Store) plan(theirs plumbing.Hash) (*integrationPlan, error) {
-	p := &integrationPlan{ours: s.headHash, theirs: theirs}
+// theirs; remoteWins says a file both changed takes theirs' version. The
+// caller holds s.mu.
+func (s *Store) plan(theirs plumbing.Hash, remoteWins bool) (*integrationPlan, error) {
+	p := &integrationPlan{ours: s.headHash, theirs: theirs, remoteWins: remoteWins}
 	if p.ours == theirs {
 		p.action = ActionNone
 		return p, nil
@@ -290,10 +325,31 @@ func (s *Store) threeWay(p *integrationPlan, prefix string, b, o, t plumbing.Has
 			if err := s.threeWay(p, full+"/", bh, oEnt.Hash, tEnt.Hash); err != nil {
 				return err
 			}
+		case p.remoteWins:
+			if err := s.remoteWins(p, full, oOK, oEnt, tOK, tEnt); err != nil {
+				return err
+			}
 		default:
 			p.conflicts = append(p.conflicts, full)
 		}
 	}
+	return nil
+}
+
+// remoteWins adds to p the edits that make ours' entry at full, which
+// both sides changed, theirs', and counts full a conflict. What
+// takeTheirs keeps as ours (a file becoming a directory, an entry
+// gitstore refuses) stays a conflict or a refusal as it records it.
+func (s *Store) remoteWins(p *integrationPlan, full string, oOK bool, oEnt object.TreeEntry, tOK bool, tEnt object.TreeEntry) error {
+	taken, conflicts, refused := len(p.taken), len(p.conflicts), len(p.refused)
+	if err := s.takeTheirs(p, full, oOK, oEnt, tOK, tEnt); err != nil {
+		return err
+	}
+	if len(p.conflicts) > conflicts || len(p.refused) > refused {
+		return nil
+	}
+	p.taken = p.taken[:taken]
+	p.conflicts = append(p.conflicts, full)
 	return nil
 }
 

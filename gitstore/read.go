@@ -27,9 +27,9 @@ type Commit struct {
 	Author  string    `json:"author"`  // the author's name (Options.AuthorName)
 	When    time.Time `json:"when"`    // the author time, to the second
 	// Conflicts lists, for a merge of a remote's commits, the files both
-	// sides changed (this store's version kept) and the remote's entries
-	// it refused; ConflictTag is the conflicts/<time> tag on the remote's
-	// versions (see Store.Conflicts).
+	// sides changed (this store's version kept, or in RemoteSync mode the
+	// remote's) and the remote's entries it refused; ConflictTag is the
+	// conflicts/<time> tag on the versions not kept (see Store.Conflicts).
 	Conflicts   []string `json:"conflicts,omitempty"`
 	ConflictTag string   `json:"conflict_tag,omitempty"` // "" when the commit is no such merge
 }

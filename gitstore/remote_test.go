@@ -198,6 +198,8 @@ func TestRemoteMergeKeepsBothSides(t *testing.T) {
 	assert.Equal(t, in.Tag, conflicts[0].Tag)
 	assert.Equal(t, []string{"x.yaml"}, conflicts[0].Files)
 	assert.Equal(t, aHead, conflicts[0].Remote)
+	assert.Equal(t, gitstore.KeptHome, conflicts[0].Kept, "async mode keeps this home's version")
+	assert.Equal(t, gitstore.KeptHome, in.Kept)
 	hist, err := b.History("x.yaml", 0)
 	require.NoError(t, err)
 	require.NotEmpty(t, hist)
@@ -223,6 +225,50 @@ func TestRemoteMergeKeepsBothSides(t *testing.T) {
 	conflicts, err = b.Conflicts()
 	require.NoError(t, err)
 	assert.Empty(t, conflicts)
+}
+
+// TestRemoteSyncModeMergeTakesTheRemote: in sync mode the remote holds
+// every acknowledged change, so a home installed on its own (a history
+// unrelated to the remote's) that merges the remote takes the remote's
+// version of a file both changed, and tags its own.
+func TestRemoteSyncModeMergeTakesTheRemote(t *testing.T) {
+	url, bare := remotes(t)["file"](t)
+	a := home(t, map[string]string{"x.yaml": "x: base\n", "same.yaml": "s\n"})
+	ra := attach(t, a, url, &gitstore.RemoteOptions{Mode: gitstore.RemoteSync})
+	require.NoError(t, ra.Push(t.Context()))
+	aHead := change(t, a, "a acknowledged", map[string]string{"x.yaml": "x: from a\n"})
+	require.Equal(t, aHead, strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main")))
+
+	b := home(t, map[string]string{"x.yaml": "x: base\n", "same.yaml": "s\n", "b.yaml": "b\n"})
+	bHead := change(t, b, "b's own", map[string]string{"x.yaml": "x: from b\n"})
+	rb := attach(t, b, url, &gitstore.RemoteOptions{Mode: gitstore.RemoteSync})
+	in, err := rb.Fetch(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, gitstore.ActionMerge, in.Action)
+	assert.Equal(t, []string{"x.yaml"}, in.Conflicts)
+	assert.Equal(t, gitstore.KeptRemote, in.Kept)
+	require.NotEmpty(t, in.Tag)
+
+	assert.Equal(t, "x: from a\n", readWork(t, b, "x.yaml"), "the acknowledged version")
+	assert.Equal(t, "b\n", readWork(t, b, "b.yaml"))
+	require.NoError(t, b.Flush())
+	assert.Equal(t, []string{bHead, aHead}, strings.Fields(gitremote.Run(t, b.Dir(), "log", "-1", "--format=%P")))
+	assert.Equal(t, "x: from b\n", gitremote.Run(t, b.Dir(), "show", in.Tag+":x.yaml"), "the tag holds this home's version")
+	assert.Equal(t, bHead, strings.TrimSpace(gitremote.Run(t, b.Dir(), "rev-parse", in.Tag+"^{commit}")))
+	msg := gitremote.Run(t, b.Dir(), "log", "-1", "--format=%B")
+	assert.Contains(t, msg, "took the remote's version of 1 file(s)")
+	assert.Contains(t, msg, "Kept: remote")
+	assert.Contains(t, msg, "Conflict: x.yaml")
+	conflicts, err := b.Conflicts()
+	require.NoError(t, err)
+	require.Len(t, conflicts, 1)
+	assert.Equal(t, gitstore.Conflict{Tag: in.Tag, When: conflicts[0].When, Remote: aHead, Kept: gitstore.KeptRemote,
+		Files: []string{"x.yaml"}}, conflicts[0])
+
+	require.NoError(t, rb.Push(t.Context()))
+	assert.Equal(t, head(t, b), strings.TrimSpace(gitremote.Run(t, bare, "rev-parse", "main")))
+	fsck(t, bare)
+	fsck(t, b.Dir())
 }
 
 func TestRemoteRefusesLinksAndLargeFiles(t *testing.T) {
