@@ -48,7 +48,7 @@ const (
 	KindNotInstalled   = "not-installed"       // no config repository: Run checks nothing else
 	KindUnreadableFile = "unreadable"          // a config file Run cannot read: left for the user
 	KindRefusedFile    = "refused-file"        // a link, pipe, socket, device or directory where a config file belongs, or a file over MaxFileSize: quarantined, restored if it can be
-	KindMergeConflict  = "merge-conflict"      // a merge from the git remote kept this home's version of a file both changed (or refused the remote's entry): left for the user
+	KindMergeConflict  = "merge-conflict"      // a merge from the git remote kept one version of a file both changed, the other in a tag (or refused the remote's entry): left for the user
 )
 
 // Options configure Run.

@@ -480,7 +480,8 @@ func (r *runner) config(ctx context.Context) error {
 }
 
 // conflicts adds a finding for each file a merge from the git remote
-// kept this home's version of while the remote changed it too, and for
+// kept one version of (this home's, or the remote's in sync mode) while
+// both changed it, the other in a tag, and for
 // each entry of the remote it refused: each conflicts/<time> tag that no
 // one has resolved yet (gitstore.Store.Conflicts).
 func (r *runner) conflicts(store *gitstore.Store, configDir string) error {
@@ -491,10 +492,14 @@ func (r *runner) conflicts(store *gitstore.Store, configDir string) error {
 	}
 	resolve := func(c gitstore.Conflict) string { return "then run `mcpkeep sync --resolve " + c.Tag + "`" }
 	for _, c := range conflicts {
+		kept, other := "this home's", "the remote's"
+		if c.Kept == gitstore.KeptRemote {
+			kept, other = other, "this home's"
+		}
 		for _, f := range c.Files {
 			r.add(Finding{Kind: KindMergeConflict, Path: ConfigDir + "/" + f, Action: "none", NeedsUser: true,
-				Detail: fmt.Sprintf("changed here and on the git remote: the merge of %s kept this home's version; the remote's is in tag %s",
-					shortHash(c.Remote), c.Tag),
+				Detail: fmt.Sprintf("changed here and on the git remote: the merge of %s kept %s version; %s is in tag %s",
+					shortHash(c.Remote), kept, other, c.Tag),
 				Remedy: fmt.Sprintf("compare the two (git -C %s diff %s -- %s), make the file what it should be, ", configDir, c.Tag, f) + resolve(c)})
 		}
 		for _, f := range c.Refused {

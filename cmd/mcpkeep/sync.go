@@ -25,8 +25,9 @@ type syncOut struct {
 	// which syncs by itself.
 	Fetch  *gitstore.Integration `json:"fetch,omitempty"`
 	Pushed bool                  `json:"pushed"`
-	// Conflicts lists the merges that kept this home's version of files
-	// changed on both sides, until resolved with --resolve TAG.
+	// Conflicts lists the merges of files changed on both sides (this
+	// home's version kept in async mode, the remote's in sync mode),
+	// until resolved with --resolve TAG.
 	Conflicts []gitstore.Conflict `json:"conflicts"`
 	Resolved  string              `json:"resolved,omitempty"` // the tag --resolve removed
 	Server    int                 `json:"server_pid,omitempty"`
@@ -162,7 +163,11 @@ func syncText(o syncOut) string {
 			case gitstore.ActionMerge:
 				fmt.Fprintf(&b, "fetched:   merged %s as %s: took %d file(s) changed there only", short(f.Remote), short(f.Commit), len(f.Taken))
 				if len(f.Conflicts)+len(f.Refused) > 0 {
-					fmt.Fprintf(&b, "; kept this home's version of %d, refused %d", len(f.Conflicts), len(f.Refused))
+					whose := "this home's"
+					if f.Kept == gitstore.KeptRemote {
+						whose = "the remote's"
+					}
+					fmt.Fprintf(&b, "; kept %s version of %d, refused %d", whose, len(f.Conflicts), len(f.Refused))
 				}
 				b.WriteString("\n")
 			}
@@ -186,9 +191,13 @@ func syncText(o syncOut) string {
 		b.WriteString("remote:    none (the server replicates nothing)\n")
 	}
 	for _, cf := range o.Conflicts {
+		kept, other := "this home's", "the remote's"
+		if cf.Kept == gitstore.KeptRemote {
+			kept, other = other, kept
+		}
 		for _, f := range cf.Files {
-			fmt.Fprintf(&b, "conflict:  %s: changed on both sides, this home's version kept; the remote's: git -C %s show %s:%s; "+
-				"then mcpkeep sync --resolve %s\n", f, filepath.Join(o.Home, "config"), cf.Tag, f, cf.Tag)
+			fmt.Fprintf(&b, "conflict:  %s: changed on both sides, %s version kept; %s: git -C %s show %s:%s; "+
+				"then mcpkeep sync --resolve %s\n", f, kept, other, filepath.Join(o.Home, "config"), cf.Tag, f, cf.Tag)
 		}
 		for _, f := range cf.Refused {
 			fmt.Fprintf(&b, "refused:   %s from the remote (tag %s); then mcpkeep sync --resolve %s\n", f, cf.Tag, cf.Tag)

@@ -68,19 +68,24 @@ type (
 		Conflicts []conflictOut `json:"conflicts,omitempty"`
 	}
 	conflictOut struct {
-		Tag     string    `json:"tag"`    // conflicts/<time>, on the remote's versions
-		When    time.Time `json:"when"`   // when the merge made it
-		Remote  string    `json:"remote"` // the remote's commit
-		Files   []string  `json:"files,omitempty"`
-		Refused []string  `json:"refused,omitempty"` // the remote's entries helios would not write
+		Tag    string    `json:"tag"`    // conflicts/<time>, on the versions the tree did not keep
+		When   time.Time `json:"when"`   // when the merge made it
+		Remote string    `json:"remote"` // the remote's commit
+		// Kept is whose version of Files the tree holds: "home" (the tag
+		// is on the remote's commit) or "remote" (sync mode: the tag is on
+		// this home's commit before the merge).
+		Kept    string   `json:"kept"`
+		Files   []string `json:"files,omitempty"`
+		Refused []string `json:"refused,omitempty"` // the remote's entries helios would not write
 	}
 	commitOut struct {
 		Hash    string    `json:"hash"`
 		Message string    `json:"message"`
 		When    time.Time `json:"when"`
 		// Conflicts and ConflictTag, for a merge from the git remote:
-		// the files both sides changed (this home's version kept) and the
-		// tag on the remote's versions.
+		// the files both sides changed and the tag on the versions the
+		// tree did not keep (the remote's in async mode, this home's in
+		// sync mode).
 		Conflicts   []string `json:"conflicts,omitempty"`
 		ConflictTag string   `json:"conflict_tag,omitempty"`
 	}
@@ -288,7 +293,7 @@ func (t *tools) history(ctx context.Context, _ *mcp.CallToolRequest, in historyA
 	}
 	for _, c := range conflicts {
 		if in.Path == "" || slices.Contains(c.Files, in.Path) || slices.ContainsFunc(c.Refused, func(r string) bool { return strings.HasPrefix(r, in.Path+" (") }) {
-			out.Conflicts = append(out.Conflicts, conflictOut{Tag: c.Tag, When: c.When, Remote: c.Remote, Files: c.Files, Refused: c.Refused})
+			out.Conflicts = append(out.Conflicts, conflictOut{Tag: c.Tag, When: c.When, Remote: c.Remote, Kept: c.Kept, Files: c.Files, Refused: c.Refused})
 		}
 	}
 	return nil, out, nil
