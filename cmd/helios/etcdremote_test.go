@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
+	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/internal/testserver/etcdtest"
 	"github.com/mcpkeep/mcpkeep/internal/testserver/gitremote"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -21,9 +22,8 @@ import (
 
 // remoteCluster is two hosts under one etcd sharing one git remote in
 // sync mode, served over HTTP. Host a is the first writer; b joins as a
-// standby with a clone of the remote as its home's config (a second host
-// installed on its own would merge its install with a's history, and a
-// merge keeps its own version of a file both changed).
+// standby with a clone of the remote as its home's config
+// (TestTwoHostsOwnInstallTakesOver has b installed on its own).
 type remoteCluster struct {
 	bare string
 	a, b *host
@@ -118,6 +118,80 @@ func TestTwoHostsEtcdAndRemote(t *testing.T) {
 		return strings.TrimSpace(git(t, filepath.Join(c.b.home, "config"), "rev-parse", "HEAD")) == remote
 	})
 	c.fsckAll(t)
+}
+
+// TestTwoHostsOwnInstallTakesOver: host b, installed on its own (its
+// home's history unrelated to the remote's), changes the file a changes,
+// then joins as a standby and takes over after a's SIGKILL. Its catch-up
+// merge takes the remote's version of the file both changed (sync mode:
+// the remote has every acknowledged change), so b's files hold every
+// change a acknowledged, and b's own version is in a conflicts/<time>
+// tag on b's commit; git fsck is clean on both homes and on the remote.
+func TestTwoHostsOwnInstallTakesOver(t *testing.T) {
+	srv := etcdtest.Start(t, nil)
+	bare := gitremote.Bare(t)
+	flags := []string{"--remote", gitremote.Serve(t, bare, nil).URL(), "--remote-mode", "sync", "--remote-interval", "200ms"}
+	root := t.TempDir()
+	dir := filepath.Join(root, "b")
+	home, registry := filepath.Join(dir, ".helios"), filepath.Join(dir, "servers.json")
+	p, err := crashtest.Start(t.Context(), crashtest.Cmd{Path: heliosBin,
+		Args: []string{"--home", home, "--registry", registry, "--http", "127.0.0.1:0", "--no-stdio"}, Env: []string{"HOME=" + dir}})
+	require.NoError(t, err)
+	solo := &server{Process: p, home: home, registry: registry}
+	t.Cleanup(solo.stop)
+	acked, answer := update(t, connectHTTP(t, solo.ready(t)), "kb", "b")
+	require.True(t, acked, answer)
+	solo.stop()
+
+	start := func(root, name string) *host {
+		h, err := startHostNoCleanup(t, root, name, srv.URL, "", flags...)
+		require.NoError(t, err)
+		t.Cleanup(h.stop)
+		h.st = h.ready(t)
+		return h
+	}
+	a := start(t.TempDir(), "a")
+	a.waitRole(t, statefile.RoleActive)
+	ca := connectHTTP(t, a.st)
+	want := map[string]string{}
+	for i := range 3 {
+		k := fmt.Sprintf("k%d", i)
+		acked, answer := update(t, ca, k, "a")
+		require.True(t, acked, answer)
+		want[k] = "a"
+	}
+	b := start(root, "b")
+	b.waitRole(t, statefile.RoleStandby)
+	require.NoError(t, a.Kill())
+	a.Wait()
+	b.waitRole(t, statefile.RoleActive)
+	got := prefs(t, b)
+	for k, v := range want {
+		assert.Equal(t, v, got[k], "the new writer lacks the acknowledged change %s=%s", k, v)
+	}
+	config := filepath.Join(b.home, "config")
+	tags := strings.Fields(git(t, config, "tag", "-l", "conflicts/*"))
+	require.Len(t, tags, 1, "b's catch-up merge tags b's own version")
+	assert.Contains(t, git(t, config, "show", tags[0]+":personas/default.yaml"), "kb", "b's own version, through the tag")
+	acked, answer = update(t, connectHTTP(t, b.st), "k9", "b")
+	require.True(t, acked, answer)
+	merge := gitremote.Run(t, bare, "log", "-1", "--format=%B", "--merges", "main")
+	assert.Contains(t, merge, "Conflict: personas/default.yaml", "the pushed catch-up merge records the conflict")
+	assert.Contains(t, merge, "Kept: remote")
+	show := gitremote.Run(t, bare, "show", "main:personas/default.yaml")
+	for _, k := range []string{"k0", "k1", "k2", "k9"} {
+		assert.Contains(t, show, k, "the remote lacks the acknowledged change %s", k)
+	}
+	out, code := mcpkeep(t, dir, "doctor", "--home", b.home)
+	assert.Equal(t, 1, code, "doctor finds the conflict: %s", out)
+	assert.Contains(t, out, "merge-conflict config/personas/default.yaml")
+	assert.Contains(t, out, "kept the remote's version; this home's is in tag "+tags[0])
+	out, code = mcpkeep(t, dir, "sync", "--home", b.home)
+	assert.Equal(t, 3, code, "sync beside a live server: %s", out)
+	assert.Contains(t, out, "conflict:  personas/default.yaml: changed on both sides, the remote's version kept; this home's:")
+	for _, d := range []string{filepath.Join(a.home, "config"), config, bare} {
+		gitremote.Run(t, d, "fsck", "--full", "--strict", "--no-dangling")
+	}
 }
 
 // TestEtcdFencingRemote is the fencing acceptance with the git remote in
