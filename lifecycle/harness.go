@@ -113,9 +113,19 @@ type Options struct {
 	// negative value no limit.
 	MaxFileSize int64
 
-	HealthInterval  time.Duration // default DefaultHealthInterval
-	ShutdownTimeout time.Duration // default DefaultShutdownTimeout
-	Logger          *slog.Logger  // nil = discard; binaries pass a stderr logger
+	HealthInterval time.Duration // default DefaultHealthInterval
+	// ShutdownTimeout bounds how long a stop (stdin's end, SIGTERM,
+	// SIGINT, SIGHUP, ctx) waits for the tool calls in flight, of every
+	// client (stdio, HTTP, attached); default DefaultShutdownTimeout. A
+	// tool that ignores its context is waited for one second more, then
+	// logged by name ("tool X still running after ShutdownTimeout;
+	// exiting without it") and left behind: Run commits, releases the
+	// state file, the registry entry and the lock, and returns, so the
+	// process exits. That is a crash for that call: its change is all or
+	// nothing, the next start recovers it, and no change acknowledged to
+	// a client is lost.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger // nil = discard; binaries pass a stderr logger
 
 	// Stdin replaces os.Stdin for the stdio transport (tests).
 	Stdin io.Reader

@@ -61,7 +61,9 @@ import (
 // answered is durable all the same: Env.Update commits before a tool
 // returns, and what was changed by hand is committed before Run returns. A
 // call still running at ShutdownTimeout loses its answer, and its change,
-// made all or nothing, may or may not have happened.
+// made all or nothing, may or may not have happened; one whose tool
+// ignores its context is logged by its tool's name and left running while
+// Run returns (see Options.ShutdownTimeout).
 //
 // The lock is taken before bootstrap, not after: two first starts racing on
 // one fresh home must not both install it.
@@ -269,6 +271,8 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		return err
 	}
 	w.server = server
+	w.running = newRunningCalls()
+	server.AddReceivingMiddleware(w.running.middleware)
 	if w.elect != nil {
 		server.AddReceivingMiddleware(w.elect.middleware)
 	}

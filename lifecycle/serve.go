@@ -26,7 +26,8 @@ type writer struct {
 	statePath  string
 	env        *Env
 	server     *mcp.Server
-	http       net.Listener // nil when HTTP is off
+	running    *runningCalls // the tool calls being handled, for a shutdown that cannot wait for them
+	http       net.Listener  // nil when HTTP is off
 	token      string
 	reg        *statefile.Registry // set by announce once registered; nil when off or when registering failed
 	registered bool
@@ -215,7 +216,9 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 		// The process's own client, attached until now, reaches the
 		// server through its forwarder, over a pipe.
 		mine, theirs := net.Pipe()
-		g.Go(func() { attached.ServeOwn(mine) })
+		// Not in g: attached.Shutdown waits for it, and gives up
+		// on a call that ignores its context.
+		go attached.ServeOwn(mine)
 		g.Go(func() {
 			ownErr = w.fwd.Attach(serveCtx, theirs, os.Getpid())
 			cancel()
@@ -253,6 +256,7 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 		log.Warn("handover: calls of attached clients still ran at ShutdownTimeout; their answers are lost", "err", err)
 	}
 	stop()
+	w.running.logStuck(log, o.ShutdownTimeout)
 	stopMaintain()
 	g.Wait()
 	if ownErr != nil && !errors.Is(ownErr, attach.ErrWriterGone) {

@@ -264,7 +264,10 @@ func (l *Listener) Lookup(ss *mcp.ServerSession) (Session, bool) {
 // ctx ends, then tells each forwarder which requests it read and did not
 // answer, and closes the sessions. A forwarder sends the requests that
 // were never read to the next writer. It returns when every session has
-// ended: at once when ctx has ended, closing what is left.
+// ended: at once when ctx has ended, closing what is left. A session whose
+// call still runs AbandonGrace after ctx ended (a tool that ignores its
+// context, which the go-sdk waits for without a time limit) is abandoned:
+// Shutdown returns ErrAbandoned, wrapped with ctx's error.
 func (l *Listener) Shutdown(ctx context.Context) error {
 	l.mu.Lock()
 	l.closing = true
@@ -299,9 +302,23 @@ func (l *Listener) Shutdown(ctx context.Context) error {
 		c.Close()
 	}
 	l.mu.Unlock()
-	<-done
-	return ctx.Err()
+	grace := time.NewTimer(AbandonGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return ctx.Err()
+	case <-grace.C:
+		return fmt.Errorf("%w: %w", ErrAbandoned, ctx.Err())
+	}
 }
+
+// AbandonGrace is how long Shutdown still waits for the sessions to end
+// after its context ended and it closed their connections.
+const AbandonGrace = time.Second
+
+// ErrAbandoned says Shutdown returned with a session still running: one of
+// its calls ignores its context.
+var ErrAbandoned = errors.New("attach: a call still runs after the shutdown deadline; abandoned")
 
 type readWriteCloser struct {
 	io.Reader

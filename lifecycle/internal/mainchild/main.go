@@ -5,8 +5,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,13 +22,16 @@ func main() {
 	exclusive := flag.Bool("exclusive", false, "Options.Exclusive")
 	server := flag.String("server", "ok", "what NewServer does: ok, nil (a nil server and no error) or fail")
 	name := flag.String("name", "mainchild", "Options.Name")
+	shutdown := flag.Duration("shutdown", 0, "Options.ShutdownTimeout")
+	block := flag.Bool("block", false, "serve a tool \"block\" that blocks for ever, ignoring its context")
 	flag.Parse()
 	lifecycle.Main(lifecycle.Options{
-		Name:       *name,
-		Home:       *home,
-		Registry:   *registry,
-		NoRegistry: *registry == "",
-		Exclusive:  *exclusive,
+		Name:            *name,
+		Home:            *home,
+		Registry:        *registry,
+		NoRegistry:      *registry == "",
+		Exclusive:       *exclusive,
+		ShutdownTimeout: *shutdown,
 		NewServer: func(*lifecycle.Env) (*mcp.Server, error) {
 			switch *server {
 			case "nil":
@@ -34,7 +39,15 @@ func main() {
 			case "fail":
 				return nil, errors.New("mainchild: NewServer fails, as -server fail asks")
 			}
-			return mcp.NewServer(&mcp.Implementation{Name: "mainchild", Version: "v0"}, nil), nil
+			s := mcp.NewServer(&mcp.Implementation{Name: "mainchild", Version: "v0"}, nil)
+			if *block {
+				mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "blocks for ever, ignoring its context"},
+					func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, struct{}, error) {
+						fmt.Fprintln(os.Stderr, "mainchild: block: called")
+						select {}
+					})
+			}
+			return s, nil
 		},
 	})
 	os.Exit(99) // Main does not return

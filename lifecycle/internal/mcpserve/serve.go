@@ -36,6 +36,12 @@ var ErrStdinClosed = errors.New("mcpserve: stdin closed")
 // DefaultShutdownTimeout bounds the drain of in-flight calls at shutdown.
 const DefaultShutdownTimeout = 5 * time.Second
 
+// AbandonGrace is how long Serve still waits for a session to end after
+// ShutdownTimeout, once it asked it to close: a tool that ignores its
+// context keeps its session open for ever (the go-sdk waits for every
+// handler without a time limit), and Serve returns without it.
+const AbandonGrace = time.Second
+
 // Options say which transports to serve.
 type Options struct {
 	// Stdio serves newline-delimited JSON-RPC on Stdin and Stdout.
@@ -64,7 +70,8 @@ type Options struct {
 	// sessions and connections.
 	Stats *Stats
 	// ShutdownTimeout bounds the drain of in-flight calls; 0 means
-	// DefaultShutdownTimeout.
+	// DefaultShutdownTimeout. Serve returns at the latest AbandonGrace
+	// after it, with calls still running if a tool ignores its context.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger // nil = discard
 	// Started, if set, is called once every transport serves, before
@@ -81,7 +88,9 @@ type Options struct {
 // Serve serves server until ctx is cancelled, stdin reaches EOF (stdio
 // only), or no transport is left. Then it stops taking requests, lets calls
 // in flight finish (bounded by ShutdownTimeout), closes HTTP sessions and
-// the HTTP server. It returns ErrStdinClosed after stdin EOF, nil after ctx
+// the HTTP server. A session whose calls still run then (a tool that
+// ignores its context) is abandoned AbandonGrace later, with a warning:
+// Serve returns. It returns ErrStdinClosed after stdin EOF, nil after ctx
 // was cancelled, and the error of a transport that failed otherwise. A
 // failing HTTP transport does not stop a working stdio one.
 func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
@@ -99,6 +108,7 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 	var stdio *drainTransport
 	var stdioSession *mcp.ServerSession
 	stdioDone := make(chan error, 1)
+	var stdinEnded <-chan struct{} // stays nil without stdio
 	if opts.Stdio {
 		in, out := opts.Stdin, opts.Stdout
 		if in == nil {
@@ -113,6 +123,7 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 			return fmt.Errorf("mcpserve: stdio: %w", err)
 		}
 		stdioSession = ss
+		stdinEnded = stdio.endCh
 		log.Debug("stdio transport up")
 		go func() { stdioDone <- ss.Wait() }()
 	}
@@ -134,6 +145,26 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 		select {
 		case <-ctx.Done():
 			stdioOpen, httpOpen = false, false
+		case <-stdinEnded:
+			// Stdin is done and its calls drained (bounded by
+			// ShutdownTimeout); the session ends once every handler
+			// returned, which one that ignores its context never does.
+			stdinEnded = nil
+			grace := time.NewTimer(AbandonGrace)
+			select {
+			case err := <-stdioDone:
+				stdioDone <- err // for the case below
+			case <-grace.C:
+				log.Warn("stdio: a call still runs after ShutdownTimeout; exiting without it "+
+					"(like a crash: every change it made is all or nothing, and acknowledged ones are committed)",
+					"shutdown_timeout", opts.ShutdownTimeout)
+				go stdioSession.Close()
+				stdioOpen, httpOpen = false, false
+				stdioDone = nil
+				log.Info("stdio transport ended", "err", "abandoned")
+				result = ErrStdinClosed
+			}
+			grace.Stop()
 		case err := <-stdioDone:
 			stdioOpen = false
 			stdioDone = nil
@@ -164,13 +195,41 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 		select {
 		case <-stdioDone:
 		case <-sctx.Done():
-			stdioSession.Close()
-			<-stdioDone
+			go stdioSession.Close() // waits for every handler, without a time limit
+			if !waitGrace(sctx, stdioDone) {
+				log.Warn("stdio: a call still runs after ShutdownTimeout; exiting without it "+
+					"(like a crash: every change it made is all or nothing, and acknowledged ones are committed)",
+					"shutdown_timeout", opts.ShutdownTimeout)
+			}
 		}
 	}
-	wg.Wait()
+	all := make(chan struct{})
+	go func() { wg.Wait(); close(all) }()
+	if !waitGrace(sctx, all) {
+		log.Warn("HTTP: a call still runs after ShutdownTimeout; exiting without it "+
+			"(like a crash: every change it made is all or nothing, and acknowledged ones are committed)",
+			"shutdown_timeout", opts.ShutdownTimeout)
+	}
 	log.Info("transports stopped")
 	return result
+}
+
+// waitGrace waits for done until AbandonGrace after ctx ended, and reports
+// whether done came.
+func waitGrace[T any](ctx context.Context, done <-chan T) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(AbandonGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+		return true
+	case <-grace.C:
+		return false
+	}
 }
 
 type nopWriteCloser struct{ io.Writer }

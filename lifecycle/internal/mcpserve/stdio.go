@@ -29,10 +29,12 @@ type drainTransport struct {
 	idle    chan struct{}       // closed and replaced whenever pending drops to 0
 	stopCh  chan struct{}
 	stopped sync.Once
+	endCh   chan struct{} // closed when Read returned its last message: stdin is done
+	ended   sync.Once
 }
 
 func newDrainTransport(inner mcp.Transport, timeout time.Duration) *drainTransport {
-	return &drainTransport{inner: inner, timeout: timeout, streams: make(map[jsonrpc.ID]bool), idle: make(chan struct{}), stopCh: make(chan struct{})}
+	return &drainTransport{inner: inner, timeout: timeout, streams: make(map[jsonrpc.ID]bool), idle: make(chan struct{}), stopCh: make(chan struct{}), endCh: make(chan struct{})}
 }
 
 func (t *drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -83,6 +85,7 @@ func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		stopping = true
 	default:
 	}
+	defer t.ended.Do(func() { close(t.endCh) })
 	if ctx.Err() == nil && (errors.Is(err, io.EOF) || stopping) {
 		c.drain()
 		return nil, io.EOF
