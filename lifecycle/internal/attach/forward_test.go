@@ -3,6 +3,7 @@ package attach_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,4 +279,7 @@ func TestClientGone(t *testing.T) {
 	}
 	eventually(t, "the session to end", func() bool { return len(w.l.Sessions()) == 0 })
 	assert.True(t, a.f.Done())
+	// A client that detaches is a normal end, not an error.
+	eventually(t, "the end logged", func() bool { return strings.Contains(w.logs.String(), "attach: session ended") })
+	assert.NotContains(t, w.logs.String(), "err=", "a clean detach is logged without an error")
 }

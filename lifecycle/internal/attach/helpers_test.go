@@ -1,9 +1,11 @@
 package attach_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -131,15 +133,36 @@ type writer struct {
 	ln   *net.UnixListener
 	path string
 	done chan error
+	logs *logBuffer // what the listener logged
+}
+
+// logBuffer is a bytes.Buffer that a logger and a test share.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startWriter(t *testing.T, path string, ts *testServer) *writer {
 	t.Helper()
 	ln, err := attach.Listen(path)
 	require.NoError(t, err)
-	l, err := attach.NewListener(attach.ListenerOptions{Server: ts.Server, Me: attach.Hello{Name: "test", Version: "v1"}})
+	logs := new(logBuffer)
+	l, err := attach.NewListener(attach.ListenerOptions{Server: ts.Server, Me: attach.Hello{Name: "test", Version: "v1"},
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
-	w := &writer{ts: ts, l: l, ln: ln, path: path, done: make(chan error, 1)}
+	w := &writer{ts: ts, l: l, ln: ln, path: path, done: make(chan error, 1), logs: logs}
 	go func() { w.done <- l.Serve(ln) }()
 	t.Cleanup(func() {
 		attach.Unlisten(ln, path)

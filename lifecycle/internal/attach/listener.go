@@ -215,7 +215,13 @@ func (l *Listener) run(info Session, rwc io.ReadWriteCloser, conn io.Closer) {
 	delete(l.bySS, ss)
 	l.mu.Unlock()
 	if !info.Own {
-		l.log.Info("attach: session ended", "pid", info.PID, "client", s.snapshot().Client, "err", err)
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
+			// The client detached, or we closed the connection
+			// ourselves: a normal end.
+			l.log.Info("attach: session ended", "pid", info.PID, "client", s.snapshot().Client)
+		} else {
+			l.log.Info("attach: session ended", "pid", info.PID, "client", s.snapshot().Client, "err", err)
+		}
 		l.changed()
 	}
 }
