@@ -118,7 +118,9 @@ type Reader struct {
 	// MaxSize is the largest file read, in bytes: 0 means DefaultMaxSize, a
 	// negative value no limit.
 	MaxSize int64
-	// Root, if set, is a directory every path read must lie in. Each path
+	// Root, if set, is a directory every path read must lie in; a
+	// relative path is then relative to Root, not to the current
+	// directory, and must not climb out of it (".."). Each path
 	// component below Root is then opened with O_NOFOLLOW too, so a link to
 	// a directory (config/personas -> /etc) cannot lead a read out of the
 	// tree: a link anywhere below Root is a *RefusedError naming it. Root
@@ -233,7 +235,8 @@ func (r Reader) open(path string) (int, error) {
 }
 
 // parent opens the directory path's last component is in and returns it
-// with that component's name. Without Root it is the current directory's
+// with that component's name. With Root, a relative path is relative to
+// Root. Without Root it is the current directory's
 // AT_FDCWD and path itself, every component but the last followed as
 // open(2) follows it.
 func (r Reader) parent(path string) (dirfd int, name string, closeDir func(), err error) {
@@ -241,9 +244,13 @@ func (r Reader) parent(path string) (dirfd int, name string, closeDir func(), er
 	if r.Root == "" {
 		return unix.AT_FDCWD, path, nop, nil
 	}
-	rel, err := filepath.Rel(r.Root, path)
+	rel := filepath.Clean(path) // a relative path is relative to Root
+	if filepath.IsAbs(path) {
+		rel, err = filepath.Rel(r.Root, path)
+	}
 	if err != nil || !filepath.IsLocal(rel) {
-		return 0, "", nop, &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("not inside %s", r.Root)}
+		return 0, "", nop, &fs.PathError{Op: "open", Path: path,
+			Err: fmt.Errorf("not inside %s: give a path inside it, absolute or relative to it", r.Root)}
 	}
 	dirfd, err = openat(unix.AT_FDCWD, r.Root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 	if err != nil {

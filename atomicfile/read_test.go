@@ -137,6 +137,30 @@ func TestReaderRootRefusesALinkedDirectory(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
+// TestReaderRootRelativePath: with Root, a relative path is relative to
+// Root, not to the current directory, under the same rules: a link below
+// Root is refused, and ".." out of Root is refused, saying what to give.
+func TestReaderRootRelativePath(t *testing.T) {
+	tree := hostileTree(t)
+	r := atomicfile.Reader{Root: tree}
+	data, err := r.ReadFile("ok.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "name: ok\n", string(data))
+
+	_, err = r.ReadFile(filepath.Join("linkdir", "shadow"))
+	var re *atomicfile.RefusedError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "a symbolic link", re.Kind())
+
+	_, err = atomicfile.Reader{Root: filepath.Join(tree, "sub")}.ReadFile(filepath.Join("..", "ok.yaml"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not inside")
+	assert.Contains(t, err.Error(), "absolute or relative to it", "says what to give")
+
+	_, err = r.ReadFile(filepath.Join("sub", "none.yaml"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
 // TestReadSizeLimit: a file over the limit is refused before it is read,
 // with its size and the limit; the default is DefaultMaxSize; a negative
 // MaxSize reads any size.

@@ -19,7 +19,8 @@ import (
 
 // TestRunMaxFileSize: Options.MaxFileSize reaches start-up recovery, which
 // quarantines a larger config file and restores it from git, and
-// Env.Reader, which refuses a larger file and a link below ConfigDir.
+// Env.Reader, which refuses a larger file and a link below ConfigDir, and
+// reads a path relative to ConfigDir.
 func TestRunMaxFileSize(t *testing.T) {
 	opts := options(t)
 	require.NoError(t, run(t, opts).stop(t)) // installs the home
@@ -43,6 +44,9 @@ func TestRunMaxFileSize(t *testing.T) {
 
 	data, err := env.Reader().ReadFile(notes)
 	require.NoError(t, err)
+	assert.Equal(t, "notes: []\n", string(data))
+	data, err = env.Reader().ReadFile("notes.yaml")
+	require.NoError(t, err, "a relative path is relative to ConfigDir")
 	assert.Equal(t, "notes: []\n", string(data))
 	require.NoError(t, os.WriteFile(notes, []byte(strings.Repeat("#", 51)), 0o600))
 	_, err = env.Reader().ReadFile(notes)
