@@ -26,7 +26,10 @@ const (
 type Options struct {
 	Name    string // server name, in the state file and the registry
 	Version string // server version
-	Home    string // the home directory; created 0700 if missing; "~" is not expanded
+	// Home is the home directory, an absolute path (a relative one is
+	// refused: an MCP client that launches the server chooses its working
+	// directory); created 0700 if missing; "~" is not expanded.
+	Home string
 
 	// Spec describes the home's schema, default files and migrations. Its
 	// Home and Logger are filled in from these Options. The zero Spec is

@@ -42,6 +42,8 @@ func TestNewcomerMistakes(t *testing.T) {
 			"NewServer", nil, []string{"give the function that builds the *mcp.Server"}, lifecycle.ExitOptions},
 		{"a home with a ~", func(_ *testing.T, o *lifecycle.Options) { o.Home = "~/.notes" },
 			"Home", nil, []string{`"~/.notes"`, "os.UserHomeDir()"}, lifecycle.ExitOptions},
+		{"a relative home", func(_ *testing.T, o *lifecycle.Options) { o.Home = "relative/home" },
+			"Home", nil, []string{`"relative/home"`, "absolute", "os.UserHomeDir()", "filepath.Abs"}, lifecycle.ExitOptions},
 		{"stdio off and no HTTP", func(_ *testing.T, o *lifecycle.Options) { o.NoStdio = true },
 			"NoStdio", nil, []string{"set HTTP"}, lifecycle.ExitOptions},
 		{"HTTP without a port", func(_ *testing.T, o *lifecycle.Options) { o.HTTP = "localhost" },

@@ -55,6 +55,9 @@ func (opts *Options) check() error {
 		return bad("Home", "%q starts with ~, which only a shell expands: build the path with os.UserHomeDir(), such as filepath.Join(home, \".%s\")", opts.Home, opts.Name)
 	case strings.ContainsRune(opts.Home, 0):
 		return bad("Home", "%q holds a NUL byte, which no path can: give the home directory", opts.Home)
+	case !filepath.IsAbs(opts.Home):
+		return bad("Home", "%q is relative, so it would depend on the working directory, which an MCP client that launches the server chooses: "+
+			"give an absolute path, built with os.UserHomeDir() (such as filepath.Join(home, \".%s\")), or filepath.Abs of a path the user typed", opts.Home, opts.Name)
 	case opts.NewServer == nil:
 		return bad("NewServer", "is nil: give the function that builds the *mcp.Server, with its tools, from the *Env")
 	case opts.NoStdio && opts.HTTP == "":

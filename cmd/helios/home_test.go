@@ -65,7 +65,8 @@ func TestNoHome(t *testing.T) {
 }
 
 // TestHeliosHome: without --home, helios uses $HELIOS_HOME, then
-// ~/.helios; --home wins over both.
+// ~/.helios; --home wins over both, and a relative one is relative to the
+// directory helios starts in.
 func TestHeliosHome(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -76,6 +77,7 @@ func TestHeliosHome(t *testing.T) {
 		{"HELIOS_HOME", nil, true, "helios-home"},
 		{"--home over HELIOS_HOME", []string{"--home", "{dir}/flag-home"}, true, "flag-home"},
 		{"~/.helios", nil, false, "user/.helios"},
+		{"a relative --home", []string{"--home", "rel-home"}, true, "rel-home"}, // relative to where helios starts
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,9 +92,10 @@ func TestHeliosHome(t *testing.T) {
 			}
 			cmd := exec.Command(heliosBin, append(args, "--registry", "")...) // stdin at EOF: install, then stop
 			cmd.Env = append(os.Environ(), env...)
+			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
-			for _, home := range []string{"helios-home", "flag-home", "user/.helios"} {
+			for _, home := range []string{"helios-home", "flag-home", "user/.helios", "rel-home"} {
 				stamp := filepath.Join(dir, home, ".version")
 				if home == tt.want {
 					assert.FileExists(t, stamp, "installed in %s", home)

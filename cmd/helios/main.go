@@ -144,6 +144,16 @@ func options(args []string, stdout, stderr io.Writer) (*lifecycle.Options, int) 
 		}
 		return nil, exitUsage
 	}
+	// A relative --home (or HELIOS_HOME) is relative to the directory
+	// helios was started in, as a person typing it in a shell means;
+	// lifecycle refuses a relative home, whose meaning would depend on a
+	// working directory an MCP client chooses.
+	abs, err := filepath.Abs(*home)
+	if err != nil {
+		fmt.Fprintf(stderr, "helios: --home %q cannot be made absolute (%v): give an absolute path\n", *home, err)
+		return nil, exitUsage
+	}
+	*home = abs
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	elector, advertise, err := electorOf(fs, *home, etcdEndpoints, etcd, log)
 	if err != nil {
