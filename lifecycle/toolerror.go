@@ -16,7 +16,8 @@ import (
 //     and, for a file inside ConfigDir, the start of the line (its
 //     Excerpt, at most atomicfile.MaxExcerpt bytes); never the decoder's
 //     own message, which quotes the file at any length;
-//   - names the files of ConfigDir relative to it;
+//   - names the files of ConfigDir relative to it, and ConfigDir itself
+//     (as a *PathError of a Tx gives it) as "ConfigDir", not its path;
 //   - keeps the remedies Explain adds.
 //
 // Any other text is kept as it is: a tool's own errors must not quote
@@ -41,6 +42,9 @@ func (e *Env) ToolError(err error) error {
 	}
 	if e.ConfigDir != "" {
 		msg = strings.ReplaceAll(msg, e.ConfigDir+"/", "")
+		// A *PathError's reason names ConfigDir, then its path.
+		msg = strings.ReplaceAll(msg, "ConfigDir ("+e.ConfigDir+")", "ConfigDir")
+		msg = strings.ReplaceAll(msg, e.ConfigDir, "ConfigDir")
 	}
 	if msg != full && e.Logger != nil {
 		e.Logger.Warn("tool error (the client gets it in short)", "err", full, "client", msg)

@@ -64,6 +64,9 @@ func TestToolError(t *testing.T) {
 			[]string{"/etc/shadow", configDir + "/"}},
 		{"disk", &os.PathError{Op: "write", Path: filepath.Join(configDir, "base.yaml"), Err: syscall.ENOSPC}, syscall.ENOSPC,
 			[]string{"write base.yaml: no space left on device", "is full"}, nil},
+		{"tx path", &lifecycle.PathError{Op: "WriteFile", Path: "../x.yaml",
+			Reason: "the path leaves ConfigDir (" + configDir + "); give one inside it, relative to ConfigDir (" + configDir + ")"}, lifecycle.ErrBadPath,
+			[]string{`tx.WriteFile("../x.yaml"): the path leaves ConfigDir; give one inside it, relative to ConfigDir`}, []string{configDir}},
 		{"plain", errors.New("no persona \"x\" (have: default)"), nil, []string{"no persona \"x\" (have: default)"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
