@@ -114,7 +114,10 @@ func (tx *Tx) Remove(p string) error {
 }
 
 // ReadYAML decodes the YAML config file at p into v, a non-nil pointer,
-// as atomicfile.ReadYAML does; unknown fields are ignored.
+// as atomicfile.ReadYAML does; unknown fields are ignored. A missing file
+// (or one the transaction removed) gives an error matching
+// fs.ErrNotExist, as ReadFile does, and leaves v as it was: test it with
+// errors.Is to start from defaults.
 func (tx *Tx) ReadYAML(p string, v any) error {
 	data, err := tx.ReadFile(p)
 	if err != nil {

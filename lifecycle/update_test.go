@@ -236,8 +236,9 @@ func TestUpdatePanics(t *testing.T) {
 	require.NoError(t, err, "the turn was given up")
 }
 
-// TestTxReadsAndLists: a transaction reads its own writes and removals,
-// and lists a directory as it would be.
+// TestTxReadsAndLists: a transaction reads its own writes and removals
+// (ReadYAML of a missing file matches fs.ErrNotExist and leaves its value
+// alone), and lists a directory as it would be.
 func TestTxReadsAndLists(t *testing.T) {
 	env, _, _ := openUpdateHome(t)
 	_, err := env.Update(t.Context(), "rw", func(tx *lifecycle.Tx) error {
@@ -251,6 +252,10 @@ func TestTxReadsAndLists(t *testing.T) {
 		assert.Equal(t, 1, c["c"])
 		_, err = tx.ReadFile("d/b.yaml")
 		assert.ErrorIs(t, err, fs.ErrNotExist)
+		kept := map[string]int{"default": 1}
+		assert.ErrorIs(t, tx.ReadYAML("d/b.yaml", &kept), fs.ErrNotExist, "a removed file, as a missing one")
+		assert.ErrorIs(t, tx.ReadYAML("missing.yaml", &kept), fs.ErrNotExist)
+		assert.Equal(t, map[string]int{"default": 1}, kept, "v is left as it was")
 		list, err := tx.List("d")
 		require.NoError(t, err)
 		assert.Equal(t, []string{"d/c.yaml"}, list)
