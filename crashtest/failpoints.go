@@ -11,7 +11,9 @@ import (
 // Phase is a part of a server's life, on lifecycle's harness, that
 // reaches some of the toolkit's failpoints. A Plan lists the phases its
 // functions know how to set up (Plan.Phases), and Run tells them which one
-// an iteration needs (Iteration.Phase).
+// an iteration needs (Iteration.Phase). The phases are the Phase*
+// constants (PhaseInstall, PhaseRestart, PhaseChange, ...); `go doc
+// crashtest.PhaseInstall` lists them all with what each needs of a Plan.
 type Phase string
 
 // The phases, in the order of a server's life. Each says what the Plan's
