@@ -192,7 +192,11 @@ func (r *Remote) fetchObjects(ctx context.Context) (plumbing.Hash, error) {
 			return plumbing.ZeroHash, r.red.errorf("fetch", false, "the remote sent no commit %s for %s", h, r.branch)
 		}
 	}
-	if !h.IsZero() {
+	// A commit of this store's that a push sent may still be only in
+	// memory, waiting for a flush: the tracking ref would then name an
+	// object the files lack, which git fsck and a crash would find. The
+	// next fetch after the flush records it.
+	if !h.IsZero() && r.s.onDisk(h) {
 		if err := r.s.writeTracking(r.track, h); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("gitstore: record the remote's %s at %s: %w", r.branch.Short(), h, err)
 		}
@@ -207,6 +211,15 @@ func (s *Store) hasCommit(h plumbing.Hash) bool {
 	defer s.mu.Unlock()
 	_, err := s.repo.CommitObject(h)
 	return err == nil
+}
+
+// onDisk reports whether object h, which the store holds, is in the
+// repository's files rather than only in memory waiting for a flush.
+func (s *Store) onDisk(h plumbing.Hash) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.mem[h]
+	return !ok || m.flushed
 }
 
 // haves returns the commits a fetch tells the remote this store has: the
