@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
@@ -538,30 +537,15 @@ func (s *Store) stagePlan(p *integrationPlan, msg string) (*Staged, error) {
 				keep(e.blob, obj)
 			}
 		}
-		sig := object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: time.Now().Truncate(time.Second)}
-		commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: root,
-			ParentHashes: []plumbing.Hash{p.ours, p.theirs}}
+		parents := []plumbing.Hash{p.ours, p.theirs}
 		if p.ours.IsZero() {
-			commit.ParentHashes = []plumbing.Hash{p.theirs}
+			parents = []plumbing.Hash{p.theirs}
 		}
-		obj := &plumbing.MemoryObject{}
-		if err := commit.Encode(obj); err != nil {
+		if err := s.encodeCommit(c, msg, root, parents, keep); err != nil {
 			s.dropMem(added)
 			return nil, err
 		}
-		c.hash = obj.Hash()
-		if c.object, err = objectContents(obj); err != nil {
-			s.dropMem(added)
-			return nil, err
-		}
-		keep(c.hash, obj)
 	}
-	c.added = added
-	s.staged = append(s.staged, c)
-	s.tip, s.tipTree = c.hash, root
-	select {
-	case s.stagedSignal <- struct{}{}:
-	default:
-	}
+	s.enqueue(c, root, added)
 	return c, nil
 }

@@ -187,22 +187,39 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 			keep(e.blob, obj)
 		}
 	}
-	sig := object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: time.Now().Truncate(time.Second)}
-	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: root}
+	var parents []plumbing.Hash
 	if !s.tip.IsZero() {
-		commit.ParentHashes = []plumbing.Hash{s.tip}
+		parents = []plumbing.Hash{s.tip}
 	}
+	if err := s.encodeCommit(c, msg, root, parents, keep); err != nil {
+		s.dropMem(added)
+		return nil, err
+	}
+	s.enqueue(c, root, added)
+	return c, nil
+}
+
+// encodeCommit makes c's commit, of tree root with parents and message
+// msg, signed by the store's author, and keeps it in memory.
+func (s *Store) encodeCommit(c *Staged, msg string, root plumbing.Hash, parents []plumbing.Hash, keep func(plumbing.Hash, plumbing.EncodedObject)) error {
+	sig := object.Signature{Name: s.opts.AuthorName, Email: s.opts.AuthorEmail, When: time.Now().Truncate(time.Second)}
+	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: root, ParentHashes: parents}
 	obj := &plumbing.MemoryObject{}
 	if err := commit.Encode(obj); err != nil {
-		s.dropMem(added)
-		return nil, err
+		return err
 	}
+	var err error
 	c.hash = obj.Hash()
 	if c.object, err = objectContents(obj); err != nil {
-		s.dropMem(added)
-		return nil, err
+		return err
 	}
 	keep(c.hash, obj)
+	return nil
+}
+
+// enqueue stages c, whose tree is root and whose new objects are added,
+// after the others, and wakes the committer.
+func (s *Store) enqueue(c *Staged, root plumbing.Hash, added []plumbing.Hash) {
 	c.added = added
 	s.staged = append(s.staged, c)
 	s.tip, s.tipTree = c.hash, root
@@ -210,7 +227,6 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 	case s.stagedSignal <- struct{}{}:
 	default:
 	}
-	return c, nil
 }
 
 // workPerm returns the permissions the file at p gets in the work tree:
