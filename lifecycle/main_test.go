@@ -5,7 +5,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -22,7 +22,7 @@ type mainProc struct {
 	cmd    *exec.Cmd
 	home   string
 	stdin  io.WriteCloser
-	stderr *syncBuffer
+	stderr *mcptest.Buffer
 	done   chan struct{}
 }
 
@@ -35,7 +35,7 @@ func startMain(t *testing.T, wrap, home string, args ...string) *mainProc {
 	if wrap != "" {
 		cmd = exec.Command(wrap, append([]string{mainChild}, args...)...)
 	}
-	c := &mainProc{cmd: cmd, home: home, stderr: new(syncBuffer), done: make(chan struct{})}
+	c := &mainProc{cmd: cmd, home: home, stderr: new(mcptest.Buffer), done: make(chan struct{})}
 	var err error
 	c.stdin, err = cmd.StdinPipe()
 	require.NoError(t, err)
@@ -165,25 +165,6 @@ func TestMainStderrClosed(t *testing.T) {
 	require.NoError(t, stdin.Close())
 	assert.NoError(t, cmd.Wait(), "exit status 0, not killed by SIGPIPE")
 	assert.NoFileExists(t, filepath.Join(home, statefile.FileName), "a clean stop")
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writes and the test's
-// reads at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestMainToolIgnoresContext: a tool that blocks for ever, ignoring its

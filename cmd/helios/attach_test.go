@@ -36,12 +36,12 @@ type launched struct {
 	name   string
 	cmd    *exec.Cmd
 	cs     *mcp.ClientSession
-	stderr *lockedBuffer
+	stderr *mcptest.Buffer
 }
 
 // launch starts a go-sdk client named name that launches helios on home.
 func launch(ctx context.Context, name, home, registry string, args ...string) (*launched, error) {
-	l := &launched{name: name, stderr: &lockedBuffer{}}
+	l := &launched{name: name, stderr: &mcptest.Buffer{}}
 	l.cmd = exec.Command(heliosBin, append([]string{"--home", home, "--registry", registry}, args...)...)
 	l.cmd.Stderr = l.stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "v1"}, nil)

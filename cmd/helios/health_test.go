@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,7 +83,7 @@ func TestHealthAtStartUnwritableConfig(t *testing.T) {
 	cmd := command("--home", home, "--registry", "", "--http", "127.0.0.1:0")
 	stdin, err := cmd.StdinPipe() // held open: stdio stays up
 	require.NoError(t, err)
-	var stderr lockedBuffer
+	var stderr mcptest.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
@@ -123,23 +121,4 @@ func TestHealthAtStartUnwritableConfig(t *testing.T) {
 	assert.False(t, health.OK)
 	assert.Equal(t, st.Health.Problems, health.Problems)
 	assert.Contains(t, stderr.String(), "health check failed", "and it is logged")
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process's output copier and
-// the test reading it at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,14 +1,12 @@
 package crashsuite_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -26,7 +25,7 @@ type server struct {
 	cmd    *exec.Cmd
 	stdin  *os.File
 	rpc    *rpc
-	stderr syncBuffer
+	stderr mcptest.Buffer
 	done   chan struct{}
 	err    error // valid once done is closed
 }
@@ -172,22 +171,4 @@ func (s *server) running() bool {
 // registry in the test's temporary directory.
 func heliosArgs(t *testing.T, home string) []string {
 	return []string{"--home", home, "--registry", filepath.Join(t.TempDir(), "servers.json")}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

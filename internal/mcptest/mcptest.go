@@ -4,6 +4,7 @@
 package mcptest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -171,4 +172,26 @@ func UpdateAtOnce(t testing.TB, n int, tool string, args func(key, value string)
 		acked = append(acked, c.Acked)
 	}
 	return acked
+}
+
+// Buffer is a bytes.Buffer that one goroutine may write while others read
+// it: a process's stderr copied by exec, or a logger's output, that a test
+// polls. The zero value is empty and ready.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

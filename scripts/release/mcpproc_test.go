@@ -12,12 +12,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 
 // waitLimit bounds every wait of the packaging checks: an answer, an exit.
@@ -31,29 +32,10 @@ type mcpProc struct {
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	lines   chan []byte // stdout lines, closed at EOF
-	stderr  *lockedBuffer
+	stderr  *mcptest.Buffer
 	started time.Time
 	exited  chan struct{} // closed when cmd.Wait returned
 	waitErr error
-}
-
-// lockedBuffer is a bytes.Buffer safe for the writer goroutine of exec and
-// a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startMCP starts argv in dir with env (the whole environment).
@@ -61,7 +43,7 @@ func startMCP(t testing.TB, dir string, env []string, argv ...string) *mcpProc {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = dir, env
-	p := &mcpProc{cmd: cmd, lines: make(chan []byte, 64), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	p := &mcpProc{cmd: cmd, lines: make(chan []byte, 64), stderr: &mcptest.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var err error
 	p.stdin, err = cmd.StdinPipe()

@@ -27,6 +27,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 
 // The packaging checks (issue 14's acceptance) run with MCPKEEP_PACKAGING=1;
@@ -444,7 +446,7 @@ type verdaccio struct {
 	url    string // http://127.0.0.1:PORT/
 	npmrc  string // a user config with the registry and a token for it
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *mcptest.Buffer
 }
 
 // startVerdaccio starts verdaccio from .packaging/ (scripts/packaging.sh
@@ -469,7 +471,7 @@ func startVerdaccio(t testing.TB) *verdaccio {
 		"packages:\n  '**':\n    access: $all\n    publish: $authenticated\n    unpublish: $authenticated\n" +
 		"max_body_size: 200mb\nlog: { type: stdout, format: pretty, level: warn }\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(config), 0o600))
-	v := &verdaccio{url: fmt.Sprintf("http://127.0.0.1:%d/", port), stderr: &lockedBuffer{}}
+	v := &verdaccio{url: fmt.Sprintf("http://127.0.0.1:%d/", port), stderr: &mcptest.Buffer{}}
 	v.cmd = exec.Command(node, main, "--config", filepath.Join(dir, "config.yaml"), "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 	v.cmd.Dir = dir
 	v.cmd.Stdout, v.cmd.Stderr = v.stderr, v.stderr

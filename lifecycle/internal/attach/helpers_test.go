@@ -1,7 +1,6 @@
 package attach_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 )
 
@@ -133,32 +133,14 @@ type writer struct {
 	ln   *net.UnixListener
 	path string
 	done chan error
-	logs *logBuffer // what the listener logged
-}
-
-// logBuffer is a bytes.Buffer that a logger and a test share.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs *mcptest.Buffer // what the listener logged
 }
 
 func startWriter(t *testing.T, path string, ts *testServer) *writer {
 	t.Helper()
 	ln, err := attach.Listen(path)
 	require.NoError(t, err)
-	logs := new(logBuffer)
+	logs := new(mcptest.Buffer)
 	l, err := attach.NewListener(attach.ListenerOptions{Server: ts.Server, Me: attach.Hello{Name: "test", Version: "v1"},
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)

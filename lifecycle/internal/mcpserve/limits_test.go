@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -447,7 +446,7 @@ func TestStdioShutdownWithListenStream(t *testing.T) {
 // TestLogStats: one Info line per interval in which something happened,
 // with that interval's counts, and none for a quiet interval.
 func TestLogStats(t *testing.T) {
-	var buf syncBuffer
+	var buf mcptest.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	stats := new(Stats)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -464,22 +463,4 @@ func TestLogStats(t *testing.T) {
 	assert.Contains(t, out, "level=INFO msg=\"HTTP sessions\"")
 	assert.Contains(t, out, "expired=1")
 	assert.Contains(t, out, "live_sessions=2")
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
