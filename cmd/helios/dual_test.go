@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
-	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
+	"github.com/mcpkeep/mcpkeep/cmd/internal/helios"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
-	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
+	"github.com/mcpkeep/mcpkeep/cmd/internal/helios"
 	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/internal/testserver/etcdtest"
 	"github.com/mcpkeep/mcpkeep/internal/testserver/gitremote"

@@ -34,7 +34,7 @@ import (
 	"path/filepath"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
-	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
+	"github.com/mcpkeep/mcpkeep/cmd/internal/helios"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/lifecycle/etcdlock"
 	"github.com/mcpkeep/mcpkeep/statefile"

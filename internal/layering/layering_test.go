@@ -39,8 +39,8 @@ var allowed = map[string][]string{
 	// do not link its client.
 	"lifecycle/etcdlock": {"atomicfile", "bootstrap", "lifecycle"},
 	"crashtest":          {"internal/failpoint"},
-	// helios's tools, shared by cmd/helios and the bare benchmark server.
-	"cmd/helios/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
+	// helios's tools, shared by cmd/helios, cmd/mcpkeep (its helios command) and the bare benchmark servers.
+	"cmd/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
 	// the example server the README points newcomers to: what it may
 	// import is what a server of theirs needs.
 	"examples/notes": {"atomicfile", "bootstrap", "gitstore", "lifecycle"},
@@ -62,7 +62,7 @@ var thirdParty = map[string][]string{
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
 	"go.etcd.io/etcd/":                        {"lifecycle/etcdlock"},
 	"go.uber.org/zap":                         {"lifecycle/etcdlock"},
-	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/helios/internal/helios", "internal/mcptest", "examples/notes"},
+	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
 }
 
 func TestImportsPointDown(t *testing.T) {

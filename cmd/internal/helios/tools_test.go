@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/mcpkeep/mcpkeep/cmd/helios/internal/helios"
+	"github.com/mcpkeep/mcpkeep/cmd/internal/helios"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -304,7 +304,7 @@ func TestServerInfoShowsHealth(t *testing.T) {
 // the schemas of the nine tools, the largest part of a start that helios
 // and bare-helios share (BenchmarkColdStart in cmd/helios).
 //
-//	go test -run '^$' -bench NewServer ./cmd/helios/internal/helios
+//	go test -run '^$' -bench NewServer ./cmd/internal/helios
 func BenchmarkNewServer(b *testing.B) {
 	env := &lifecycle.Env{Home: b.TempDir()}
 	for b.Loop() {
@@ -321,7 +321,7 @@ func BenchmarkNewServer(b *testing.B) {
 // reads of base.yaml and of the persona's file included, apart from any
 // transport; -cpuprofile shows where.
 //
-//	go test -run '^$' -bench GetPersona -benchmem -count 6 ./cmd/helios/internal/helios
+//	go test -run '^$' -bench GetPersona -benchmem -count 6 ./cmd/internal/helios
 func BenchmarkGetPersona(b *testing.B) {
 	b.Run("impl=helios", func(b *testing.B) {
 		cs, _ := serve(b, func(*lifecycle.Options) {})
