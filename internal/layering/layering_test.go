@@ -37,8 +37,11 @@ var allowed = map[string][]string{
 		"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "internal/proc", "internal/failpoint"},
 	// the etcd Elector, above lifecycle: servers that do not use etcd
 	// do not link its client.
-	"lifecycle/etcdlock": {"atomicfile", "bootstrap", "lifecycle"},
-	"crashtest":          {"internal/failpoint"},
+	"lifecycle/etcdlock": {"lifecycle", "lifecycle/etcdlock/etcdconfig"},
+	// etcdlock's settings without the etcd client: a server reads them
+	// to decide whether it needs etcdlock at all.
+	"lifecycle/etcdlock/etcdconfig": {"atomicfile", "bootstrap"},
+	"crashtest":                     {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios, cmd/mcpkeep (its helios command) and the bare benchmark servers.
 	"cmd/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
 	// the example server the README points newcomers to: what it may

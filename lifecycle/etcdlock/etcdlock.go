@@ -75,7 +75,7 @@ var _ lifecycle.Elector = (*Elector)(nil)
 // an etcd that is down is no error here. Close it when done (the harness
 // does, when Run returns). logger nil means discard.
 func New(cfg Config, name string, logger *slog.Logger) (*Elector, error) {
-	if err := cfg.check(name); err != nil {
+	if err := cfg.Check(name); err != nil {
 		return nil, err
 	}
 	if logger == nil {
@@ -90,7 +90,7 @@ func New(cfg Config, name string, logger *slog.Logger) (*Elector, error) {
 		DialKeepAliveTimeout: 3 * time.Second,
 		Logger:               zap.NewNop(),
 	}
-	if cfg.secure() {
+	if cfg.Secure() {
 		info := transport.TLSInfo{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, TrustedCAFile: cfg.CAFile}
 		tlsConfig, err := info.ClientConfig()
 		if err != nil {
