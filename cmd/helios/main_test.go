@@ -16,7 +16,16 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/crashtest"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// Exit statuses of helios (heliosmain.Main): lifecycle.Main's, and 2 for
+// a bad flag.
+const (
+	exitError = lifecycle.ExitError
+	exitUsage = lifecycle.ExitOptions
+	exitInUse = lifecycle.ExitInUse
 )
 
 // hangAfter is how long a test waits for a helios to get ready or to exit

@@ -10,6 +10,7 @@
 //	mcpkeep rollback [--home DIR] REV [--json]
 //	mcpkeep sync     [--home DIR] [--remote URL] [--resolve TAG] [--json]
 //	mcpkeep version  [--json]   (or mcpkeep --version)
+//	mcpkeep helios   [helios's flags]
 //
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
 // Exit status: 0 ok, 1 error or, for status and doctor, problems found
@@ -19,6 +20,12 @@
 // prints a bearer token, nor log lines: what a command repairs on its way,
 // such as a dead server's lock, is part of its output ("note:" lines, or
 // "notes" in JSON), and stderr carries one line, for an error.
+//
+// mcpkeep helios is the helios MCP server itself, with helios's flags, its
+// exit statuses and its logs, linked with the etcd client: helios, which
+// links none so as to start fast, runs it (in its own process, by exec)
+// when --etcd, MCPKEEP_ETCD_ENDPOINTS or the home's etcd.yaml asks for an
+// etcd election, and refuses to if this mcpkeep is not of its version.
 package main
 
 import (
@@ -29,13 +36,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/cmd/internal/heliosmain"
 	"github.com/mcpkeep/mcpkeep/internal/buildinfo"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/lifecycle/etcdlock"
 )
 
 // Exit statuses.
@@ -63,14 +73,23 @@ var usage = func() string {
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-8s %-28s %s\n", c.name, c.args, c.about)
 	}
-	b.WriteString("\nevery command takes --json.\n")
+	fmt.Fprintf(&b, "  %-8s %-28s %s\n", "helios", "[helios's flags]", "run the helios MCP server, with etcd (helios runs this for --etcd)")
+	b.WriteString("\nevery command but helios takes --json.\n")
 	b.WriteString("exit status: 0 ok; 1 an error, or problems status or doctor found (and listed);\n")
 	b.WriteString("2 bad usage; 3 the home is in use by a live server (doctor --fix, rollback, sync).\n")
 	return b.String()
 }()
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "helios" {
+		heliosmain.Main(os.Args[2:], newElector) // does not return
+	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// newElector is etcdlock.New, for `mcpkeep helios`.
+func newElector(cfg etcdlock.Config, name string, log *slog.Logger) (lifecycle.Elector, error) {
+	return etcdlock.New(cfg, name, log)
 }
 
 // cli carries one invocation's outputs and common flags.

@@ -44,6 +44,9 @@ var allowed = map[string][]string{
 	"crashtest":                     {"internal/failpoint"},
 	// helios's tools, shared by cmd/helios, cmd/mcpkeep (its helios command) and the bare benchmark servers.
 	"cmd/internal/helios": {"atomicfile", "bootstrap", "internal/buildinfo", "lifecycle", "statefile"},
+	// helios's command line, run by cmd/helios and by `mcpkeep helios`,
+	// which alone links etcd: here it reads etcd's settings, not etcdlock.
+	"cmd/internal/heliosmain": {"bootstrap", "cmd/internal/helios", "lifecycle", "lifecycle/etcdlock/etcdconfig", "statefile"},
 	// the example server the README points newcomers to: what it may
 	// import is what a server of theirs needs.
 	"examples/notes": {"atomicfile", "bootstrap", "gitstore", "lifecycle"},
@@ -120,5 +123,24 @@ func TestWindowsBuildSaysWhy(t *testing.T) {
 	require.NotEmpty(t, errs)
 	for _, line := range errs {
 		assert.Contains(t, line, "mcpkeep_supports_unix_only_windows_is_not_supported", "every Windows build error is the clear one")
+	}
+}
+
+// TestNoEtcdUnlessAsked: the etcd client's, gRPC's and protobuf's packages
+// cost a server milliseconds of init at every start and double its binary
+// (issue 13's cold start), so only what runs an etcd election links them:
+// lifecycle/etcdlock and the mcpkeep binary, which helios runs when etcd
+// is asked for. helios, the library and the example server do not.
+func TestNoEtcdUnlessAsked(t *testing.T) {
+	for _, pkg := range []string{"cmd/helios", "lifecycle", "lifecycle/etcdlock/etcdconfig", "examples/notes"} {
+		out, err := exec.Command("go", "list", "-deps", module+pkg).Output()
+		require.NoError(t, err, "go list -deps %s", pkg)
+		for dep := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+			for _, heavy := range []string{"go.etcd.io/", "google.golang.org/grpc", "google.golang.org/protobuf", "go.uber.org/zap", module + "lifecycle/etcdlock"} {
+				if strings.HasPrefix(dep, heavy) && dep != module+"lifecycle/etcdlock/etcdconfig" {
+					assert.Fail(t, pkg+" links "+dep, "%s must not link %s: run the etcd election in a binary of its own (helios runs mcpkeep helios)", pkg, heavy)
+				}
+			}
+		}
 	}
 }
