@@ -366,6 +366,33 @@ func checkArchive(t *testing.T, b built) {
 		assert.Equal(t, tc[0]+" "+stamped+"\n", string(out), "%v prints what the build stamped", tc)
 	}
 	checkLaunch(t, b, "archive", t.TempDir(), env, filepath.Join(bin, "helios"))
+	checkSibling(t, t.TempDir(), env, filepath.Join(bin, "helios"))
+}
+
+// checkSibling: the helios argv launches, asked for etcd, finds the
+// mcpkeep installed beside it, of its own version, and runs `mcpkeep
+// helios` (issue 13: helios links no etcd client). No etcd is needed:
+// the settings name a CA file that does not exist, which helios passes
+// on (it checks the settings but loads no TLS file) and only the
+// mcpkeep, in etcdlock.New, reads and refuses, with exit status 2.
+// Without the mcpkeep, or with one of another version, helios exits 1
+// saying so instead.
+func checkSibling(t *testing.T, dir string, env []string, argv ...string) {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	ca := filepath.Join(t.TempDir(), "no-such-ca.pem")
+	argv = append(argv, "--home", home, "--etcd", "https://127.0.0.1:1", "--etcd-cacert", ca)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%v: %s", argv, &stderr)
+	assert.Equal(t, 2, ee.ExitCode(), "%v: the mcpkeep beside helios refused the settings: %s", argv, &stderr)
+	assert.Contains(t, stderr.String(), "TLS files", "%v: etcdlock.New, in mcpkeep, read the CA file", argv)
+	assert.Contains(t, stderr.String(), ca)
 }
 
 // checkLaunch runs the server-side checks on a launcher: argv followed by
@@ -562,6 +589,7 @@ func checkNPM(t *testing.T, b built) {
 	empty := filepath.Join(tmp, "empty")
 	require.NoError(t, os.Mkdir(empty, 0o755))
 	checkLaunch(t, b, "npx", empty, env, "npx", "-y", c.Name)
+	checkSibling(t, empty, env, "npx", "-y", c.Name)
 	entries, err := os.ReadDir(empty)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "npx wrote nothing into the directory it ran from")
@@ -637,6 +665,7 @@ func checkPip(t *testing.T, c *config, b built) {
 	empty := filepath.Join(tmp, "empty")
 	require.NoError(t, os.Mkdir(empty, 0o755))
 	checkLaunch(t, b, "pip", empty, env, script)
+	checkSibling(t, empty, env, script)
 }
 
 // checkPipx: Debian's pipx runs the wheel with pip told not to use an
@@ -652,4 +681,5 @@ func checkPipx(t *testing.T, c *config, b built) {
 	empty := filepath.Join(tmp, "empty")
 	require.NoError(t, os.Mkdir(empty, 0o755))
 	checkLaunch(t, b, "pipx", empty, env, pipx, "run", "--spec", findWheel(t, c, b, "linux", "amd64"), c.Name)
+	checkSibling(t, empty, env, pipx, "run", "--spec", findWheel(t, c, b, "linux", "amd64"), c.Name)
 }
