@@ -3,6 +3,7 @@ package etcdconfig_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +98,23 @@ func TestCheck(t *testing.T) {
 	require.ErrorContains(t, c.Check("helios"), "whole seconds")
 	assert.True(t, (&etcdconfig.Config{Endpoints: []string{"https://10.0.0.1:2379"}}).Secure())
 	assert.True(t, (&etcdconfig.Config{Endpoints: []string{"10.0.0.1:2379"}, CAFile: "ca.pem"}).Secure())
+}
+
+func TestCheckName(t *testing.T) {
+	ok := []string{"h", "helios", "team-notes", "a.b_c-d", "0", strings.Repeat("x", 128)}
+	bad := []string{"", "-a", ".a", "_a", "a/b", "a b", "é", strings.Repeat("x", 129), "a\n"}
+	for _, name := range ok {
+		c := etcdconfig.Config{Endpoints: []string{"127.0.0.1:2379"}, Name: name}
+		assert.NoError(t, c.Check("h"), "%q", name)
+	}
+	for _, name := range bad {
+		c := etcdconfig.Config{Endpoints: []string{"127.0.0.1:2379"}, Name: name}
+		if name == "" {
+			require.NoError(t, c.Check("h"), "empty takes the server's name")
+			c = etcdconfig.Config{Endpoints: []string{"127.0.0.1:2379"}}
+			assert.Error(t, c.Check(""), "and an empty server's name is refused")
+			continue
+		}
+		assert.ErrorContains(t, c.Check("h"), "name", "%q", name)
+	}
 }
