@@ -77,9 +77,14 @@ function binaryPath(name) {
 // exits as it exits.
 function launch(name) {
   const bin = binaryPath(name);
-  const child = childProcess.spawn(bin, process.argv.slice(2), { stdio: ["pipe", "inherit", "inherit"] });
 
+  // The signal handlers and the parent's PID are taken before the child
+  // starts: a signal that came, or a parent that died, between the spawn
+  // and these lines would otherwise kill the launcher without a word to
+  // the child, or never be noticed. The handlers run from the event loop,
+  // after child is set.
   const forward = {};
+  let child;
   for (const sig of FORWARDED) {
     forward[sig] = () => {
       if (child.exitCode === null && child.signalCode === null) {
@@ -88,6 +93,9 @@ function launch(name) {
     };
     process.on(sig, forward[sig]);
   }
+  const parent = process.ppid;
+
+  child = childProcess.spawn(bin, process.argv.slice(2), { stdio: ["pipe", "inherit", "inherit"] });
 
   // stdin: copied as it comes; its end is the child's end. Writing after
   // the child exited fails with EPIPE, which is of no interest: the exit
@@ -99,7 +107,6 @@ function launch(name) {
   // The parent's death: the process is re-parented and ppid changes. Once
   // stdin has ended (a server run with stdin at /dev/null under nohup,
   // say) the parent no longer matters.
-  const parent = process.ppid;
   const watch = setInterval(() => {
     if (process.ppid !== parent) {
       clearInterval(watch);
