@@ -177,7 +177,7 @@ func newServer(build func(*Env) (*mcp.Server, error), env *Env, log *slog.Logger
 	case s == nil:
 		return nil, &OptionsError{Field: "NewServer", Problem: "returned a nil *mcp.Server and no error: return the server it built, or an error saying why it could not"}
 	}
-	s.AddReceivingMiddleware(recoverPanics(log))
+	s.AddReceivingMiddleware(recoverPanics(log), growStack)
 	return s, nil
 }
 
