@@ -70,7 +70,8 @@ func (h *httpServer) serve() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { logStats(ctx, h.stats, h.log, logInterval) })
-	defer func() { cancel(); wg.Wait() }()
+	stopFloor := keepHeapFloor(heapFloor)
+	defer func() { stopFloor(); cancel(); wg.Wait() }()
 	return h.srv.Serve(h.ln)
 }
 

@@ -1,0 +1,140 @@
+package mcpserve
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// heapFloor is the heap goal below which the HTTP transport does not let
+// the garbage collector's goal fall while it serves: see keepHeapFloor.
+const heapFloor = 8 << 20
+
+// runtimeMinHeap is the Go runtime's own floor under the heap goal at
+// GOGC=100; it scales with GOGC.
+const runtimeMinHeap = 4 << 20
+
+// keepHeapFloor keeps the garbage collector's heap goal at floor bytes or
+// more, until stop is called, unless the GOGC environment variable is set
+// (the user has chosen).
+//
+// Why: the go-sdk allocates a 32 KiB decode buffer for each JSON message,
+// about 300 KB a call, and a server whose live heap is a few MiB runs a
+// collection every ten calls or so, at the runtime's 4 MiB floor. Its live
+// heap swings between collections (requests in flight), and with it the
+// goal, and the runtime returns the pages above each lower goal to the
+// kernel only to fault them in again at the next: helios, with 2-3 MiB
+// live, took three times the bare go-sdk server's page faults and a fifth
+// more CPU per call (BENCHMARKS.md, issue 22). A steady floor of floor
+// bytes makes the collections rarer and keeps the pages.
+//
+// What it costs: the heap may grow to floor bytes before a collection,
+// where it would have stopped at 4 to 6 MiB; RSS is that much higher at
+// most, never more. Once the live heap is above floor/2 the goal is the
+// runtime's own (GOGC=100): a large heap is never given more room than
+// without the floor. cmd/helios's hostile-HTTP tests, which bound RSS,
+// run with it (DESIGN.md, issue 22).
+//
+// How: after each collection (a finalizer re-armed every cycle), it sets
+// the GC percentage that makes the goal floor for the live heap the
+// collection found, never below 100.
+//
+// The setting is the process's: servers started together share one
+// floor, the first one's, which lasts until the last one stops.
+func keepHeapFloor(floor uint64) (stop func()) {
+	if _, set := os.LookupEnv("GOGC"); set || floor == 0 {
+		return func() {}
+	}
+	floorMu.Lock()
+	defer floorMu.Unlock()
+	if floorUsers == 0 {
+		floorActive = &floorKeeper{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+		floorActive.adjust()
+		floorActive.arm()
+	}
+	floorUsers++
+	return sync.OnceFunc(func() {
+		floorMu.Lock()
+		defer floorMu.Unlock()
+		if floorUsers--; floorUsers == 0 {
+			floorActive.stop()
+			floorActive = nil
+		}
+	})
+}
+
+var (
+	floorMu     sync.Mutex
+	floorUsers  int          // keepHeapFloor's callers that have not stopped
+	floorActive *floorKeeper // while floorUsers > 0
+)
+
+// floorKeeper is keepHeapFloor's state.
+type floorKeeper struct {
+	floor uint64
+
+	mu      sync.Mutex
+	stopped bool
+	percent int
+	sample  []metrics.Sample
+}
+
+// stop gives the runtime its own goal back and ends the re-arming.
+func (f *floorKeeper) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = true
+	debug.SetGCPercent(100)
+}
+
+// cycleMark is an object that dies at each collection; its finalizer
+// runs after it.
+type cycleMark struct {
+	f *floorKeeper
+	_ [16]byte // not a tiny allocation, whose finalizer may never run
+}
+
+func (f *floorKeeper) arm() {
+	runtime.SetFinalizer(&cycleMark{f: f}, func(m *cycleMark) {
+		if m.f.adjust() {
+			m.f.arm()
+		}
+	})
+}
+
+// adjust sets the GC percentage for the live heap the last collection
+// found; false once stopped.
+func (f *floorKeeper) adjust() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	metrics.Read(f.sample)
+	var live uint64
+	if f.sample[0].Value.Kind() == metrics.KindUint64 {
+		live = f.sample[0].Value.Uint64()
+	}
+	p := percentFor(f.floor, live)
+	if p != f.percent {
+		debug.SetGCPercent(p)
+		f.percent = p
+	}
+	return true
+}
+
+// percentFor returns the GC percentage that puts the heap goal at floor
+// for a live heap of live bytes, or 100 if that goal is reached at 100.
+// The goal is the larger of runtimeMinHeap*p/100 and live*(1+p/100).
+func percentFor(floor, live uint64) int {
+	if live >= floor/2 {
+		return 100
+	}
+	p := floor * 100 / runtimeMinHeap
+	if live > 0 {
+		p = min(p, floor*100/live-100)
+	}
+	return int(max(p, 100))
+}
