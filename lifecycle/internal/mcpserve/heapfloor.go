@@ -18,7 +18,9 @@ const runtimeMinHeap = 4 << 20
 
 // keepHeapFloor keeps the garbage collector's heap goal at floor bytes or
 // more, until stop is called, unless the GOGC environment variable is set
-// (the user has chosen).
+// or the program has set a GC percentage other than 100 itself
+// (debug.SetGCPercent): the user has chosen. A percentage the program sets
+// while the floor is kept ends the floor, and is left as it was set.
 //
 // Why: the go-sdk allocates a 32 KiB decode buffer for each JSON message,
 // about 300 KB a call, and a server whose live heap is a few MiB runs a
@@ -50,9 +52,13 @@ func keepHeapFloor(floor uint64) (stop func()) {
 	floorMu.Lock()
 	defer floorMu.Unlock()
 	if floorUsers == 0 {
-		floorActive = &floorKeeper{floor: floor, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
-		floorActive.adjust()
-		floorActive.arm()
+		if gcPercent() != 100 {
+			return func() {} // the program's own choice
+		}
+		floorActive = &floorKeeper{floor: floor, percent: 100, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}}
+		if floorActive.adjust() {
+			floorActive.arm()
+		}
 	}
 	floorUsers++
 	return sync.OnceFunc(func() {
@@ -81,12 +87,25 @@ type floorKeeper struct {
 	sample  []metrics.Sample
 }
 
-// stop gives the runtime its own goal back and ends the re-arming.
+// stop gives the runtime its own goal back, unless the program has set
+// a percentage of its own meanwhile, and ends the re-arming.
 func (f *floorKeeper) stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !f.stopped && gcPercent() == f.percent {
+		debug.SetGCPercent(100)
+	}
 	f.stopped = true
-	debug.SetGCPercent(100)
+}
+
+// gcPercent returns the GC percentage in force, without changing it.
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return -1
+	}
+	return int(s[0].Value.Uint64())
 }
 
 // cycleMark is an object that dies at each collection; its finalizer
@@ -105,7 +124,8 @@ func (f *floorKeeper) arm() {
 }
 
 // adjust sets the GC percentage for the live heap the last collection
-// found; false once stopped.
+// found; false once stopped, or once it finds a percentage it did not set
+// (the program's own, which it leaves).
 func (f *floorKeeper) adjust() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -116,6 +136,10 @@ func (f *floorKeeper) adjust() bool {
 	var live uint64
 	if f.sample[0].Value.Kind() == metrics.KindUint64 {
 		live = f.sample[0].Value.Uint64()
+	}
+	if f.sample[1].Value.Kind() != metrics.KindUint64 || int(f.sample[1].Value.Uint64()) != f.percent {
+		f.stopped = true // set by the program since the last cycle
+		return false
 	}
 	p := percentFor(f.floor, live)
 	if p != f.percent {

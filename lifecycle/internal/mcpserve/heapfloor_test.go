@@ -32,13 +32,6 @@ func TestPercentFor(t *testing.T) {
 	}
 }
 
-// gcPercent returns the GC percentage in force.
-func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
-}
-
 func TestKeepHeapFloor(t *testing.T) {
 	if v, ok := os.LookupEnv("GOGC"); ok {
 		t.Setenv("GOGC", v) // restored at the end
@@ -64,4 +57,47 @@ func TestKeepHeapFloorLeavesGOGC(t *testing.T) {
 	runtime.GC()
 	runtime.GC()
 	assert.Equal(t, 100, gcPercent())
+}
+
+func TestKeepHeapFloorLeavesTheProgramsPercent(t *testing.T) {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		t.Setenv("GOGC", v) // restored at the end
+		os.Unsetenv("GOGC")
+	}
+	defer debug.SetGCPercent(100)
+
+	// Set before: the floor is not kept.
+	debug.SetGCPercent(50)
+	stop := keepHeapFloor(8 << 20)
+	runtime.GC()
+	runtime.GC()
+	assert.Equal(t, 50, gcPercent(), "the floor replaced a percentage the program had set")
+	stop()
+	assert.Equal(t, 50, gcPercent(), "stop replaced a percentage the program had set")
+
+	// Set while it is kept: the floor ends and leaves it.
+	debug.SetGCPercent(100)
+	stop = keepHeapFloor(8 << 20)
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() <= 100 && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	require.Greater(t, gcPercent(), 100, "the floor never raised the GC percentage of a small heap")
+	debug.SetGCPercent(70)
+	stopped := func() bool {
+		floorMu.Lock()
+		defer floorMu.Unlock()
+		floorActive.mu.Lock()
+		defer floorActive.mu.Unlock()
+		return floorActive.stopped
+	}
+	for deadline := time.Now().Add(10 * time.Second); !stopped() && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	require.True(t, stopped(), "the floor did not see the program's percentage")
+	assert.Equal(t, 70, gcPercent(), "the floor overrode a percentage the program set while it was kept")
+	stop()
+	assert.Equal(t, 70, gcPercent(), "stop overrode a percentage the program set while the floor was kept")
 }
