@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,7 +186,17 @@ func TestBareHeliosIsTheReference(t *testing.T) {
 // value of one of 20 keys of the default persona) beside get_config (a
 // read), from request written to response read. It reports the median,
 // 99th percentile and largest call besides the mean; 5,000 calls show
-// whether packing, now off the change path, still stalls one:
+// whether packing, now off the change path, still stalls one.
+//
+// The disk has a tail of its own (a raw durable replace now and then takes
+// 10-100 times its median), so each call is interleaved with one raw
+// durable replace beside the home (atomicfile's BenchmarkRawFloor loop:
+// create, write 1 KiB, fsync, rename, fsync the directory), and the floor's
+// median, 99th percentile and largest are reported beside the call's. A
+// slow call is one over 10 times the calls' median (slow-calls); it is put
+// down to the disk (slow-disk) when a replace next to it, just before or
+// just after, took over 10 times the floor's median; the others are the
+// toolkit's (slow-ours), and their call numbers are logged:
 //
 //	go test -run '^$' -bench StdioCalls -benchtime 5000x -count 3 ./cmd/helios
 func BenchmarkStdioCalls(b *testing.B) {
@@ -220,8 +232,15 @@ func BenchmarkStdioCalls(b *testing.B) {
 			if _, err := io.WriteString(stdin, mcptest.Initialized+"\n"); err != nil {
 				b.Fatal(err)
 			}
+			floorDir := filepath.Join(filepath.Dir(home), "floor")
+			if err := os.Mkdir(floorDir, 0o700); err != nil {
+				b.Fatal(err)
+			}
 			ds := make([]time.Duration, 0, 5000)
+			starts := make([]time.Time, 0, 5000)
+			floors := make([]time.Duration, 0, 5001)
 			for i := 0; b.Loop(); i++ {
+				floors = append(floors, rawReplace(b, floorDir, i))
 				args := map[string]any{}
 				if tool == "update_preference" {
 					args = map[string]any{"key": fmt.Sprintf("k%d", i%20), "value": fmt.Sprintf("v%d", i)}
@@ -229,7 +248,7 @@ func BenchmarkStdioCalls(b *testing.B) {
 				line := mcptest.ToolCall(b, i+1, tool, args)
 				start := time.Now()
 				resp := call(line)
-				ds = append(ds, time.Since(start))
+				ds, starts = append(ds, time.Since(start)), append(starts, start)
 				if bytes.Contains(resp, []byte(`"isError":true`)) || !bytes.Contains(resp, []byte(`"result"`)) {
 					b.Fatalf("%s: %s", tool, resp)
 				}
@@ -239,10 +258,121 @@ func BenchmarkStdioCalls(b *testing.B) {
 			if err := cmd.Wait(); err != nil {
 				b.Fatalf("helios did not stop cleanly: %v\nstderr:\n%s", err, &stderr)
 			}
-			slices.Sort(ds)
-			b.ReportMetric(float64(ds[len(ds)/2]), "p50-ns/op")
-			b.ReportMetric(float64(ds[len(ds)*99/100]), "p99-ns/op")
-			b.ReportMetric(float64(ds[len(ds)-1]), "max-ns/op")
+			floors = append(floors, rawReplace(b, floorDir, len(ds)))
+			reportTail(b, ds, floors, callsAt(starts, ds, packTimes(stderr.String())))
 		})
 	}
+}
+
+// packTimes returns when helios logged that it had packed objects, from
+// its stderr (slog's text format, to the millisecond).
+func packTimes(stderr string) []time.Time {
+	var out []time.Time
+	for line := range strings.Lines(stderr) {
+		if !strings.Contains(line, "gitstore: packed") {
+			continue
+		}
+		v, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// callsAt returns, for each time of ts, the number of the call that was
+// running or had last ended then (calls started at starts and took ds).
+func callsAt(starts []time.Time, ds []time.Duration, ts []time.Time) []int {
+	var out []int
+	for _, t := range ts {
+		i, _ := slices.BinarySearchFunc(starts, t, func(s, t time.Time) int { return s.Compare(t) })
+		out = append(out, max(i-1, 0))
+	}
+	return out
+}
+
+// reportTail reports the median, 99th percentile and largest of the calls
+// ds and of the raw replaces floors (floors[i] ran just before call i and
+// floors[i+1] just after), and how many calls were slow, for the disk or
+// for the toolkit (BenchmarkStdioCalls); it logs the toolkit's 20 slowest
+// calls, marking those during which a pack was finished (packs: the
+// numbers of the calls running when helios logged a pack).
+func reportTail(b *testing.B, ds, floors []time.Duration, packs []int) {
+	quantiles := func(xs []time.Duration) (p50, p99, max time.Duration) {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[len(s)/2], s[len(s)*99/100], s[len(s)-1]
+	}
+	p50, p99, most := quantiles(ds)
+	f50, f99, fmost := quantiles(floors)
+	b.ReportMetric(float64(p50), "p50-ns/op")
+	b.ReportMetric(float64(p99), "p99-ns/op")
+	b.ReportMetric(float64(most), "max-ns/op")
+	b.ReportMetric(float64(f50), "floor-p50-ns/op")
+	b.ReportMetric(float64(f99), "floor-p99-ns/op")
+	b.ReportMetric(float64(fmost), "floor-max-ns/op")
+	slow, disk := 0, 0
+	var ours []int
+	for i, d := range ds {
+		if d <= 10*p50 {
+			continue
+		}
+		slow++
+		if max(floors[i], floors[i+1]) > 10*f50 {
+			disk++
+			continue
+		}
+		ours = append(ours, i)
+	}
+	b.ReportMetric(float64(slow), "slow-calls")
+	b.ReportMetric(float64(disk), "slow-disk")
+	b.ReportMetric(float64(len(ours)), "slow-ours")
+	slices.SortFunc(ours, func(i, j int) int { return int(ds[j] - ds[i]) })
+	var list []string
+	for _, i := range ours[:min(len(ours), 20)] {
+		pack := ""
+		if slices.Contains(packs, i) {
+			pack = ", a pack ended"
+		}
+		list = append(list, fmt.Sprintf("#%d %v (floor %v, %v%s)", i, ds[i].Round(time.Microsecond),
+			floors[i].Round(time.Microsecond), floors[i+1].Round(time.Microsecond), pack))
+	}
+	if len(list) > 0 {
+		b.Logf("slowest calls over 10x the median (%v) with no slow replace beside them: %s", p50, strings.Join(list, ", "))
+	}
+	if len(packs) > 0 {
+		b.Logf("packs ended during calls %v", packs)
+	}
+}
+
+// rawReplace makes one durable replace of a 1 KiB file in dir, as
+// atomicfile's BenchmarkRawFloor does, and returns how long it took.
+func rawReplace(b *testing.B, dir string, i int) time.Duration {
+	start := time.Now()
+	tmp := filepath.Join(dir, ".f"+strconv.Itoa(i))
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "f")); err != nil {
+		b.Fatal(err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	d.Close()
+	return time.Since(start)
 }
