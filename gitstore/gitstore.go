@@ -283,6 +283,13 @@ func newStorage(gitDir string) *filesystem.Storage {
 		filesystem.Options{})
 }
 
+// newStorageWithout is newStorage for a view that does not see the packs
+// named in gone (base names of .pack files), which are being deleted.
+func newStorageWithout(gitDir string, gone map[string]bool) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(withoutPacks{syncFS{osfs.New(gitDir)}, gone}, cache.NewObjectLRUDefault(),
+		filesystem.Options{})
+}
+
 // Open opens the repository in dir and repairs it (see the package
 // documentation); Repairs lists what it did. It returns an error matching
 // ErrNotRepo when dir has no repository.

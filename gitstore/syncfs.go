@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/go-git/go-billy/v5"
 
@@ -187,4 +188,20 @@ func (f *syncFile) Close() error {
 // then left every loose object empty). A variable for the tests.
 var fsyncFile = func(path string) error {
 	return barrier.Sync(barrier.Op{Path: path})
+}
+
+// withoutPacks is syncFS with the packs named in gone (base names of .pack
+// files) left out of the listing of objects/pack, which is how go-git
+// finds packs: the view of a store that is about to delete them.
+type withoutPacks struct {
+	syncFS
+	gone map[string]bool
+}
+
+func (w withoutPacks) ReadDir(name string) ([]os.FileInfo, error) {
+	infos, err := w.syncFS.ReadDir(name)
+	if err != nil || path.Clean(filepath.ToSlash(name)) != "objects/pack" {
+		return infos, err
+	}
+	return slices.DeleteFunc(infos, func(fi os.FileInfo) bool { return w.gone[fi.Name()] }), nil
 }

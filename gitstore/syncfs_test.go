@@ -96,3 +96,30 @@ func TestSyncFSReadsPackIndexWhole(t *testing.T) {
 	_, err = fs.Open(fs.Join("objects", "pack", "pack-2.idx"))
 	require.ErrorIs(t, err, iofs.ErrNotExist)
 }
+
+// TestWithoutPacksHidesOnlyThePacksNamed: the view packing moves the store
+// to before it deletes the merged packs lists the other packs, and lists
+// every other directory whole.
+func TestWithoutPacksHidesOnlyThePacksNamed(t *testing.T) {
+	dir := t.TempDir()
+	files := []string{"objects/pack/pack-a.pack", "objects/pack/pack-a.idx", "objects/pack/pack-b.pack",
+		"objects/pack/pack-b.idx", "objects/info/pack-a.pack"}
+	for _, f := range files {
+		p := filepath.Join(dir, filepath.FromSlash(f))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, nil, 0o644))
+	}
+	fs := withoutPacks{syncFS{osfs.New(dir)}, map[string]bool{"pack-a.pack": true}}
+	names := func(dir string) []string {
+		infos, err := fs.ReadDir(dir)
+		require.NoError(t, err)
+		var out []string
+		for _, fi := range infos {
+			out = append(out, fi.Name())
+		}
+		return out
+	}
+	assert.Equal(t, []string{"pack-a.idx", "pack-b.idx", "pack-b.pack"}, names("objects/pack"))
+	assert.Equal(t, []string{"pack-a.idx", "pack-b.idx", "pack-b.pack"}, names(filepath.Join("objects", "pack")))
+	assert.Equal(t, []string{"pack-a.pack"}, names("objects/info"))
+}
