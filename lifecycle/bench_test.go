@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/barrier"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
@@ -120,7 +121,10 @@ func rawFloor(b *testing.B, dir string, i int) time.Duration {
 // key in one YAML file (read, change, write: helios's update_preference
 // on one persona); with files=own each writes a 1 KiB file of its own.
 // Changes that arrive while a batch is in flight share its barriers; a
-// batch writes each file once, however many of its changes wrote it.
+// batch writes each file once, however many of its changes wrote it. It
+// also reports the barriers and fsyncs per change, counted through
+// internal/barrier's hook (the flushes' included): a lone change makes 2
+// barriers; 1/barriers-per-change is about the changes a barrier served.
 //
 //	go test -run '^$' -bench ConcurrentUpdates -count 6 ./lifecycle
 func BenchmarkConcurrentUpdates(b *testing.B) {
@@ -140,6 +144,8 @@ func BenchmarkConcurrentUpdates(b *testing.B) {
 					n++
 					return n <= b.N
 				}
+				var c barrier.Counter
+				defer barrier.SetCounter(barrier.SetCounter(&c))
 				b.ResetTimer()
 				start := time.Now()
 				var wg sync.WaitGroup
@@ -156,6 +162,8 @@ func BenchmarkConcurrentUpdates(b *testing.B) {
 				wg.Wait()
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "changes/s")
 				b.StopTimer()
+				b.ReportMetric(float64(c.Barriers())/float64(b.N), "barriers/change")
+				b.ReportMetric(float64(c.Fsyncs())/float64(b.N), "fsyncs/change")
 				after, err := env.Store.History("", 0)
 				if err != nil {
 					b.Fatal(err)
