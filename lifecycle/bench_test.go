@@ -20,6 +20,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/barrier"
+	"github.com/mcpkeep/mcpkeep/internal/diskfloor"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
@@ -86,33 +87,11 @@ func BenchmarkUpdate(b *testing.B) {
 // rawFloor makes one durable replace as atomicfile's BenchmarkRawFloor
 // does, in dir, and returns how long it took.
 func rawFloor(b *testing.B, dir string, i int) time.Duration {
-	start := time.Now()
-	tmp := filepath.Join(dir, ".f"+strconv.Itoa(i))
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	d, err := diskfloor.Replace(dir, i)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := f.Write(kib); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "f")); err != nil {
-		b.Fatal(err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	d.Close()
-	return time.Since(start)
+	return d
 }
 
 // BenchmarkConcurrentUpdates measures changes per second from 1 client

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/cmd/internal/helios"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/diskfloor"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
@@ -348,31 +348,9 @@ func reportTail(b *testing.B, ds, floors []time.Duration, packs []int) {
 // rawReplace makes one durable replace of a 1 KiB file in dir, as
 // atomicfile's BenchmarkRawFloor does, and returns how long it took.
 func rawReplace(b *testing.B, dir string, i int) time.Duration {
-	start := time.Now()
-	tmp := filepath.Join(dir, ".f"+strconv.Itoa(i))
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	d, err := diskfloor.Replace(dir, i)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := f.Write(bytes.Repeat([]byte("x"), 1024)); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "f")); err != nil {
-		b.Fatal(err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Sync(); err != nil {
-		b.Fatal(err)
-	}
-	d.Close()
-	return time.Since(start)
+	return d
 }

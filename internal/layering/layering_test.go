@@ -52,6 +52,8 @@ var allowed = map[string][]string{
 	"examples/notes": {"atomicfile", "bootstrap", "gitstore", "lifecycle"},
 	// helpers for tests that drive MCP servers.
 	"internal/mcptest": {},
+	// the raw durable replace the change path's benchmarks compare with.
+	"internal/diskfloor": {},
 	// a real etcd server that tests start and stop.
 	"internal/testserver/etcdtest": {},
 	// the release build (go run ./scripts/release), a command of its own.
