@@ -145,6 +145,7 @@ type Harness struct {
 	opts      Options
 	log       *slog.Logger
 	httpStats *mcpserve.Stats // the HTTP transport's counts, for /healthz and the state file
+	started   func()          // Main's end of the start (gcpace.go); nil: nothing to do
 }
 
 // New returns a Harness for opts. It checks opts, returning an

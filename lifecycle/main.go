@@ -57,6 +57,8 @@ func runMain(ctx context.Context, opts Options, stderr io.Writer) int {
 	}
 	h, err := New(opts)
 	if err == nil {
+		h.started = paceStartGC()
+		defer h.started()
 		if f, ok := stdin(&opts).(*os.File); ok && !opts.NoStdio && isTerminal(f) {
 			fmt.Fprintf(stderr, "%s: this is an MCP server speaking JSON-RPC on stdin/stdout; "+
 				"launch it from an MCP client, or press Ctrl-D to stop\n", name)

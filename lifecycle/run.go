@@ -123,6 +123,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	lock, err := TryLock(o.Home)
 	switch {
 	case errors.Is(err, ErrLocked) && !o.Exclusive && !o.NoStdio:
+		h.startDone() // an attached process allocates little: nothing to defer
 		return h.attach(ctx, err)
 	case errors.Is(err, ErrLocked):
 		return fmt.Errorf("%w; stop it or use another home", err)
@@ -290,6 +291,12 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	}()
 	log.Info("serving", "stdio", !o.NoStdio, "http", httpURL(st.HTTP), "socket", w.sockPath, "pid", st.PID,
 		"schema", boot.After.Schema, "boots", boot.After.Boots, "took_over", fwd != nil)
+	if w.http != nil {
+		// The HTTP transport keeps a heap floor of its own (mcpserve),
+		// which takes any pacing other than the runtime's for the
+		// program's choice and steps aside: it must find the process's.
+		h.startDone()
+	}
 	serveErr, announceErr := w.serve(ctx, func() error { return w.announce(boot, ready) })
 
 	_ = w.update(func(s *statefile.State) { s.Status = statefile.StatusStopping })
@@ -349,6 +356,7 @@ func (w *writer) announce(boot bootstrap.Result, ready statefile.State) error {
 	if err := statefile.Write(w.statePath, &ready); err != nil {
 		return err
 	}
+	w.h.startDone()
 	return failpoint.Hit("lifecycle.after-state-write")
 }
 
