@@ -3,8 +3,11 @@ package lifecycle_test
 import (
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,12 +120,29 @@ func TestMainExitStatus(t *testing.T) {
 	})
 }
 
+var unignoreOnce sync.Once
+
+// unignoreSIGHUP makes the children this test process starts from now on
+// get SIGHUP's default action when the tests run under nohup, whose
+// ignored SIGHUP they would otherwise inherit, and serve on (rightly: the
+// nohup case of TestMainSIGHUP): a signal the process handles is reset to
+// its default across exec. For the rest of the run, a SIGHUP to the test
+// process is dropped, as nohup had it.
+func unignoreSIGHUP() {
+	unignoreOnce.Do(func() {
+		if signal.Ignored(syscall.SIGHUP) {
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+		}
+	})
+}
+
 // TestMainSIGHUP: SIGHUP stops a server on Main cleanly, as SIGTERM does
 // (the npm launcher passes its own SIGHUP on; a closed terminal sends
 // one), unless the server was started with SIGHUP ignored, as nohup does:
 // then it serves on, until its stdin ends.
 func TestMainSIGHUP(t *testing.T) {
 	t.Run("stops", func(t *testing.T) {
+		unignoreSIGHUP()
 		c := startMain(t, "", filepath.Join(t.TempDir(), "home"))
 		c.ready(t)
 		require.NoError(t, c.cmd.Process.Signal(syscall.SIGHUP))
