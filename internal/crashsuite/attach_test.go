@@ -99,7 +99,11 @@ func (s *suite) startAttached(ctx context.Context, spec, victim string) (*crasht
 
 // update makes one update_preference call through m and records it in h.
 // An answer saying the outcome is unknown leaves the update pending: it
-// may or may not have landed. A process that went is marked gone.
+// may or may not have landed. A process that went is marked gone; when it
+// was the attached one, the writer may still commit the update it took
+// (an orphan: the writer reads its socket and its own client's stdin in
+// their own goroutines, so a change the suite sends after it saw the
+// process go can be committed first).
 func (m *member) update(h *home, it *crashtest.Iteration, tag string) (acked bool, err error) {
 	if m.gone {
 		return false, nil
@@ -110,6 +114,9 @@ func (m *member) update(h *home, it *crashtest.Iteration, tag string) (acked boo
 	switch {
 	case errors.Is(err, errGone):
 		m.gone = true
+		if m.name == "attached" {
+			h.orphaned(u)
+		}
 		return false, nil
 	case errors.Is(err, errOutcomeUnknown):
 		return false, nil
