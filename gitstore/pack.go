@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -77,8 +76,8 @@ type pack struct {
 // Commit calls it when no Maintain runs (which packs instead, with no
 // lock held).
 //
-// go-git writes the pack through the syncing filesystem (its index first,
-// then the pack renamed into place, both fsynced); the loose objects and
+// writePack writes the pack as writeMemPack does (both files fsynced, its
+// index renamed into place first, then the pack); the loose objects and
 // the packs it replaces are deleted only after that, so a crash at any
 // point loses nothing: at worst some objects are in two places.
 func (s *Store) maybePack() error {
@@ -255,8 +254,8 @@ func packIndex(gitDir string, h plumbing.Hash) (*idxfile.MemoryIndex, error) {
 }
 
 // writePack writes the loose objects and the objects of the packs merged
-// into one new pack through st, durably, and returns its hash. dir names
-// the repository in errors.
+// into one new pack (encodeRollup), read through st, durably, and returns
+// its hash. dir names the repository in errors.
 func writePack(st *filesystem.Storage, dir string, loose []plumbing.Hash, merged []pack) (plumbing.Hash, error) {
 	gitDir := filepath.Join(dir, ".git")
 	hashes := slices.Clone(loose)
@@ -286,18 +285,9 @@ func writePack(st *filesystem.Storage, dir string, loose []plumbing.Hash, merged
 	slices.SortFunc(hashes, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
 	hashes = slices.Compact(hashes)
 
-	what := fmt.Sprintf("gitstore: pack %d loose objects and %d packs in %s", len(loose), len(merged), dir)
-	w, err := st.PackfileWriter()
+	pack, idx, name, err := encodeRollup(st, hashes)
 	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("%s: %w", what, err)
+		return plumbing.ZeroHash, fmt.Errorf("gitstore: pack %d loose objects and %d packs in %s: %w", len(loose), len(merged), dir, err)
 	}
-	written, err := packfile.NewEncoder(w, st, false).Encode(hashes, packWindow)
-	if err != nil {
-		w.Close()
-		return plumbing.ZeroHash, fmt.Errorf("%s: %w", what, err)
-	}
-	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("%s: %w", what, err)
-	}
-	return written, nil
+	return name, writePackFiles(gitDir, name, pack, idx)
 }

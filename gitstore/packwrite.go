@@ -9,9 +9,14 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	gitbinary "github.com/go-git/go-git/v5/utils/binary"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 )
@@ -91,7 +96,14 @@ func (s *Store) writeMemPack(objs []plumbing.EncodedObject) error {
 	if err != nil {
 		return fmt.Errorf("gitstore: flush the journal to %s: %w", s.dir, err)
 	}
-	dir := filepath.Join(s.gitDir, "objects", "pack")
+	return writePackFiles(s.gitDir, name, pack, idx)
+}
+
+// writePackFiles writes pack name and its index in the repository at
+// gitDir, durably, as writeMemPack says; a pack of that name already
+// there holds the same objects and is kept.
+func writePackFiles(gitDir string, name plumbing.Hash, pack, idx []byte) error {
+	dir := filepath.Join(gitDir, "objects", "pack")
 	if err := atomicfile.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -113,4 +125,141 @@ func (s *Store) writeMemPack(objs []plumbing.EncodedObject) error {
 		return err
 	}
 	return b.SyncDirs()
+}
+
+// maxDeltaDepth bounds a delta chain, as go-git's encoder does.
+const maxDeltaDepth = 50
+
+// rollupObject is one object of a pack encodeRollup writes.
+type rollupObject struct {
+	obj    plumbing.EncodedObject
+	data   []byte // its contents while it is in the delta window
+	offset int64
+	depth  int // the length of its delta chain; 0 when stored whole
+}
+
+// encodeRollup returns the objects hashes names, read from st, as one git
+// pack (version 2) and its index, each object compressed and, blobs and
+// trees, stored as a delta (OFS_DELTA) on one of the packWindow-1 objects
+// before it when that is small enough, as go-git's encoder chooses them:
+// objects of one type, largest first, a delta at most half the object and
+// less the deeper its base's chain.
+//
+// It is go-git's Encoder and pack writer done in one goroutine. Theirs
+// search for deltas in a goroutine per object type and index the pack in
+// another as it is written: on a machine of two processors the roll-up of
+// a busy server's packs took both for a second, and each change waited up
+// to a scheduling slice (10 ms) at each of its fsyncs for a processor to
+// run on (changes of 20-40 ms in BENCHMARKS.md, issue 20). This one
+// leaves the other processors to the changes, and yields at each object
+// for a server run on one.
+func encodeRollup(st storer.EncodedObjectStorer, hashes []plumbing.Hash) (pack, idx []byte, name plumbing.Hash, err error) {
+	objs := make([]*rollupObject, 0, len(hashes))
+	for _, h := range hashes {
+		o, err := st.EncodedObject(plumbing.AnyObject, h)
+		if err != nil {
+			return nil, nil, name, fmt.Errorf("object %s: %w", h, err)
+		}
+		objs = append(objs, &rollupObject{obj: o})
+	}
+	// go-git's order: by type, tags first, then the largest first, so a
+	// delta's base is written before it.
+	slices.SortStableFunc(objs, func(a, b *rollupObject) int {
+		if a.obj.Type() != b.obj.Type() {
+			return int(b.obj.Type()) - int(a.obj.Type())
+		}
+		return int(b.obj.Size() - a.obj.Size())
+	})
+
+	var buf bytes.Buffer
+	buf.WriteString("PACK")
+	buf.Write(binary.BigEndian.AppendUint32(nil, 2))
+	buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(objs))))
+	w := new(idxfile.Writer)
+	if err := w.OnHeader(uint32(len(objs))); err != nil {
+		return nil, nil, name, err
+	}
+	zw, _ := zlib.NewWriterLevel(nil, zlib.DefaultCompression)
+	for i, o := range objs {
+		runtime.Gosched()
+		if o.data, err = objectContents(o.obj); err != nil {
+			return nil, nil, name, fmt.Errorf("object %s: %w", o.obj.Hash(), err)
+		}
+		if i >= packWindow {
+			objs[i-packWindow].data = nil // out of the window
+		}
+		base, delta := bestDelta(objs, i)
+		o.offset = int64(buf.Len())
+		body := o.data
+		if base != nil {
+			o.depth, body = base.depth+1, delta
+			buf.Write(entryHeader(plumbing.OFSDeltaObject, int64(len(delta))))
+			if err := gitbinary.WriteVariableWidthInt(&buf, o.offset-base.offset); err != nil {
+				return nil, nil, name, err
+			}
+		} else {
+			buf.Write(entryHeader(o.obj.Type(), int64(len(o.data))))
+		}
+		zw.Reset(&buf)
+		if _, err := zw.Write(body); err != nil {
+			return nil, nil, name, err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, nil, name, err
+		}
+		w.Add(o.obj.Hash(), uint64(o.offset), crc32.ChecksumIEEE(buf.Bytes()[o.offset:]))
+	}
+	sum := sha1.Sum(buf.Bytes())
+	buf.Write(sum[:])
+	name = plumbing.Hash(sum)
+	if err := w.OnFooter(name); err != nil {
+		return nil, nil, name, err
+	}
+	mi, err := w.Index()
+	if err != nil {
+		return nil, nil, name, err
+	}
+	var ibuf bytes.Buffer
+	if _, err := idxfile.NewEncoder(&ibuf).Encode(mi); err != nil {
+		return nil, nil, name, err
+	}
+	return buf.Bytes(), ibuf.Bytes(), name, nil
+}
+
+// bestDelta returns the base among the objects of the window before
+// objs[i], and the delta on it, that go-git's delta selector would choose
+// for objs[i], or nil when it would store the object whole.
+func bestDelta(objs []*rollupObject, i int) (*rollupObject, []byte) {
+	target := objs[i]
+	if t := target.obj.Type(); t != plumbing.BlobObject && t != plumbing.TreeObject {
+		return nil, nil
+	}
+	size := int64(len(target.data))
+	var base *rollupObject
+	var delta []byte
+	for j := i - 1; j >= 0 && i-j < packWindow; j-- {
+		b := objs[j]
+		if b.obj.Type() != target.obj.Type() {
+			break // sorted by type: no more of this one
+		}
+		bsize := int64(len(b.data))
+		if size < bsize>>4 {
+			continue // radically different sizes
+		}
+		var limit int64
+		if base == nil {
+			// At most half the object, less on a deeper base.
+			limit = (size >> 1) * int64(maxDeltaDepth-b.depth) / maxDeltaDepth
+		} else if d := base.depth + 1; d < maxDeltaDepth {
+			// Better than the delta chosen.
+			limit = int64(len(delta)) * int64(maxDeltaDepth-b.depth) / int64(maxDeltaDepth-d)
+		}
+		if limit <= 8 || bsize-size > limit {
+			continue
+		}
+		if d := packfile.DiffDelta(b.data, target.data); int64(len(d)) < limit {
+			base, delta = b, d
+		}
+	}
+	return base, delta
 }
