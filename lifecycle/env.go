@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -118,8 +120,10 @@ func (e *Env) init() {
 // A disk error is returned naming the files and what to do; a change that
 // reached the disk but whose files could not all be put in place is
 // returned with its hash and an error saying the next change, or the next
-// start, finishes it. fn must not call Update, Commit or Rollback: they
-// wait for fn's turn to end.
+// start, finishes it. fn must not call Update, Commit or Rollback, which
+// wait for fn's turn to end: called from fn's goroutine they return
+// ErrNested at once (from another goroutine that fn waits for, they wait
+// as long as fn does).
 //
 // On a home whose writer is elected among hosts (Options.Elector), the
 // term is confirmed before fn runs and again once the change is durable:
@@ -143,11 +147,8 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 	if err := e.beforeChange(ctx, msg); err != nil {
 		return "", err
 	}
-	e.init()
-	select {
-	case e.turn <- struct{}{}:
-	case <-ctx.Done():
-		return "", ctx.Err()
+	if err := e.takeTurn(ctx, "Update"); err != nil {
+		return "", err
 	}
 	staged, paths, err := e.prepare(msg, fn)
 	if err != nil {
@@ -175,6 +176,54 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 		return "", err
 	}
 	return staged.Hash(), nil
+}
+
+// ErrNested is matched by the error of Update, Commit and Rollback called
+// from inside the function of an Update, on its goroutine: they would
+// wait for that function to return, which waits for them.
+var ErrNested = errors.New("lifecycle: a change from inside an Update's function")
+
+// takeTurn waits for the transactions' turn (what names the caller in
+// errors), or for ctx. A call from inside a transaction's function is
+// refused with ErrNested: the turn it waits for is its own.
+func (e *Env) takeTurn(ctx context.Context, what string) error {
+	e.init()
+	select {
+	case e.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	// Held: by another transaction, or by the one this call is in.
+	if inTransaction() {
+		return fmt.Errorf("%w: %s waits for the turn of the Update whose function called it, which waits for %s: "+
+			"make the change through that function's tx, or call %s after Update returns", ErrNested, what, what, what)
+	}
+	select {
+	case e.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// prepareFunc is the name runtime.Callers gives Env.prepare, which runs a
+// transaction's function.
+var prepareFunc = runtime.FuncForPC(reflect.ValueOf((*Env).prepare).Pointer()).Name()
+
+// inTransaction reports whether the calling goroutine is inside a
+// transaction's function: Env.prepare is on its stack.
+func inTransaction() bool {
+	pc := make([]uintptr, 256)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
+	for {
+		f, more := frames.Next()
+		if f.Function == prepareFunc {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // beforeWait, when set, runs before each Update waits for its commit
@@ -307,8 +356,9 @@ func (e *Env) Commit(msg string) (string, error) {
 }
 
 func (e *Env) commit(msg string) (string, error) {
-	e.init()
-	e.turn <- struct{}{}
+	if err := e.takeTurn(context.Background(), "Commit"); err != nil {
+		return "", err
+	}
 	defer func() { <-e.turn }()
 	hash, err := e.Store.Commit(msg)
 	if err != nil {

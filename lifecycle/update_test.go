@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,7 +63,8 @@ func readString(t *testing.T, path string) string {
 // hand edit beside a proper change included.
 func TestUpdateMisuse(t *testing.T) {
 	var escaped *lifecycle.Tx
-	var configDir string // of the subtest's home
+	var configDir string   // of the subtest's home
+	var cur *lifecycle.Env // the subtest's
 	for _, tc := range []struct {
 		name    string
 		ctxNil  bool
@@ -70,6 +72,7 @@ func TestUpdateMisuse(t *testing.T) {
 		fn      func(*lifecycle.Tx) error
 		setup   func(t *testing.T, env *lifecycle.Env)
 		badPath bool   // the error matches ErrBadPath
+		nested  bool   // the error matches ErrNested
 		says    string // the error says this
 		panics  any    // fn panics with this, and Update lets it continue
 		commits bool   // a proper change: it commits fn's files and no others
@@ -136,10 +139,25 @@ func TestUpdateMisuse(t *testing.T) {
 			return os.WriteFile(filepath.Join(configDir, "d", "b.yaml"), []byte("b: around\n"), 0o600)
 		}},
 		{name: "the transaction kept past its function", msg: "m", fn: func(tx *lifecycle.Tx) error { escaped = tx; return nil }},
+		{name: "Update inside the function", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
+				return err
+			}
+			_, err := cur.Update(context.Background(), "inner", writeA("2"))
+			return err
+		}, nested: true, says: "make the change through that function's tx, or call Update after Update returns"},
+		{name: "Commit inside the function", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			_, err := cur.Commit("inner")
+			return err
+		}, nested: true, says: "call Commit after Update returns"},
+		{name: "Rollback inside the function", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			_, err := cur.Rollback(context.Background(), "HEAD")
+			return err
+		}, nested: true, says: "from inside an Update's function"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, path, _ := openUpdateHome(t)
-			configDir = env.ConfigDir
+			configDir, cur = env.ConfigDir, env
 			before, err := env.Store.Head()
 			require.NoError(t, err)
 			if tc.setup != nil {
@@ -162,6 +180,7 @@ func TestUpdateMisuse(t *testing.T) {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.says)
 				assert.Equal(t, tc.badPath, errors.Is(err, lifecycle.ErrBadPath), "%v", err)
+				assert.Equal(t, tc.nested, errors.Is(err, lifecycle.ErrNested), "%v", err)
 			default:
 				require.NoError(t, err)
 			}
