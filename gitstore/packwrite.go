@@ -28,38 +28,75 @@ import (
 // index it as go-git's writer does, was most of a flush's work, and a
 // third of a change's when eight clients wrote at once.
 func encodePack(objs []plumbing.EncodedObject) (pack, idx []byte, name plumbing.Hash, err error) {
-	var buf bytes.Buffer
-	buf.WriteString("PACK")
-	buf.Write(binary.BigEndian.AppendUint32(nil, 2))
-	buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(objs))))
-	w := new(idxfile.Writer)
-	if err := w.OnHeader(uint32(len(objs))); err != nil {
+	p, err := newPackWriter(len(objs), zlib.NoCompression)
+	if err != nil {
 		return nil, nil, name, err
 	}
-	zw, _ := zlib.NewWriterLevel(nil, zlib.NoCompression)
 	for _, o := range objs {
 		data, err := objectContents(o)
 		if err != nil {
 			return nil, nil, name, err
 		}
-		start := buf.Len()
-		buf.Write(entryHeader(o.Type(), int64(len(data))))
-		zw.Reset(&buf)
-		if _, err := zw.Write(data); err != nil {
+		if err := p.add(o.Hash(), entryHeader(o.Type(), int64(len(data))), data); err != nil {
 			return nil, nil, name, err
 		}
-		if err := zw.Close(); err != nil {
-			return nil, nil, name, err
-		}
-		w.Add(o.Hash(), uint64(start), crc32.ChecksumIEEE(buf.Bytes()[start:]))
 	}
-	sum := sha1.Sum(buf.Bytes())
-	buf.Write(sum[:])
+	return p.finish()
+}
+
+// packWriter builds a git pack (version 2) and its index in memory, an
+// entry at a time.
+type packWriter struct {
+	buf bytes.Buffer
+	idx idxfile.Writer
+	zw  *zlib.Writer
+}
+
+// newPackWriter starts a pack of n entries, compressed at level.
+func newPackWriter(n, level int) (*packWriter, error) {
+	p := &packWriter{}
+	p.buf.WriteString("PACK")
+	p.buf.Write(binary.BigEndian.AppendUint32(nil, 2))
+	p.buf.Write(binary.BigEndian.AppendUint32(nil, uint32(n)))
+	if err := p.idx.OnHeader(uint32(n)); err != nil {
+		return nil, err
+	}
+	var err error
+	if p.zw, err = zlib.NewWriterLevel(nil, level); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// offset is where the next entry starts.
+func (p *packWriter) offset() int64 { return int64(p.buf.Len()) }
+
+// add writes the entry of object h: head (the type and size, and a delta's
+// base), then body compressed, and indexes it.
+func (p *packWriter) add(h plumbing.Hash, head, body []byte) error {
+	start := p.buf.Len()
+	p.buf.Write(head)
+	p.zw.Reset(&p.buf)
+	if _, err := p.zw.Write(body); err != nil {
+		return err
+	}
+	if err := p.zw.Close(); err != nil {
+		return err
+	}
+	p.idx.Add(h, uint64(start), crc32.ChecksumIEEE(p.buf.Bytes()[start:]))
+	return nil
+}
+
+// finish ends the pack with its checksum, which names it, and returns it
+// with its index.
+func (p *packWriter) finish() (pack, idx []byte, name plumbing.Hash, err error) {
+	sum := sha1.Sum(p.buf.Bytes())
+	p.buf.Write(sum[:])
 	name = plumbing.Hash(sum)
-	if err := w.OnFooter(name); err != nil {
+	if err := p.idx.OnFooter(name); err != nil {
 		return nil, nil, name, err
 	}
-	mi, err := w.Index()
+	mi, err := p.idx.Index()
 	if err != nil {
 		return nil, nil, name, err
 	}
@@ -67,7 +104,7 @@ func encodePack(objs []plumbing.EncodedObject) (pack, idx []byte, name plumbing.
 	if _, err := idxfile.NewEncoder(&ibuf).Encode(mi); err != nil {
 		return nil, nil, name, err
 	}
-	return buf.Bytes(), ibuf.Bytes(), name, nil
+	return p.buf.Bytes(), ibuf.Bytes(), name, nil
 }
 
 // entryHeader is a pack entry's header: the type and the size, in git's
@@ -171,15 +208,10 @@ func encodeRollup(st storer.EncodedObjectStorer, hashes []plumbing.Hash) (pack, 
 		return int(b.obj.Size() - a.obj.Size())
 	})
 
-	var buf bytes.Buffer
-	buf.WriteString("PACK")
-	buf.Write(binary.BigEndian.AppendUint32(nil, 2))
-	buf.Write(binary.BigEndian.AppendUint32(nil, uint32(len(objs))))
-	w := new(idxfile.Writer)
-	if err := w.OnHeader(uint32(len(objs))); err != nil {
+	p, err := newPackWriter(len(objs), zlib.DefaultCompression)
+	if err != nil {
 		return nil, nil, name, err
 	}
-	zw, _ := zlib.NewWriterLevel(nil, zlib.DefaultCompression)
 	for i, o := range objs {
 		runtime.Gosched()
 		if o.data, err = objectContents(o.obj); err != nil {
@@ -188,42 +220,22 @@ func encodeRollup(st storer.EncodedObjectStorer, hashes []plumbing.Hash) (pack, 
 		if i >= packWindow {
 			objs[i-packWindow].data = nil // out of the window
 		}
-		base, delta := bestDelta(objs, i)
-		o.offset = int64(buf.Len())
-		body := o.data
-		if base != nil {
+		o.offset = p.offset()
+		head, body := entryHeader(o.obj.Type(), int64(len(o.data))), o.data
+		if base, delta := bestDelta(objs, i); base != nil {
 			o.depth, body = base.depth+1, delta
-			buf.Write(entryHeader(plumbing.OFSDeltaObject, int64(len(delta))))
-			if err := gitbinary.WriteVariableWidthInt(&buf, o.offset-base.offset); err != nil {
+			var ofs bytes.Buffer
+			ofs.Write(entryHeader(plumbing.OFSDeltaObject, int64(len(delta))))
+			if err := gitbinary.WriteVariableWidthInt(&ofs, o.offset-base.offset); err != nil {
 				return nil, nil, name, err
 			}
-		} else {
-			buf.Write(entryHeader(o.obj.Type(), int64(len(o.data))))
+			head = ofs.Bytes()
 		}
-		zw.Reset(&buf)
-		if _, err := zw.Write(body); err != nil {
+		if err := p.add(o.obj.Hash(), head, body); err != nil {
 			return nil, nil, name, err
 		}
-		if err := zw.Close(); err != nil {
-			return nil, nil, name, err
-		}
-		w.Add(o.obj.Hash(), uint64(o.offset), crc32.ChecksumIEEE(buf.Bytes()[o.offset:]))
 	}
-	sum := sha1.Sum(buf.Bytes())
-	buf.Write(sum[:])
-	name = plumbing.Hash(sum)
-	if err := w.OnFooter(name); err != nil {
-		return nil, nil, name, err
-	}
-	mi, err := w.Index()
-	if err != nil {
-		return nil, nil, name, err
-	}
-	var ibuf bytes.Buffer
-	if _, err := idxfile.NewEncoder(&ibuf).Encode(mi); err != nil {
-		return nil, nil, name, err
-	}
-	return buf.Bytes(), ibuf.Bytes(), name, nil
+	return p.finish()
 }
 
 // bestDelta returns the base among the objects of the window before
