@@ -146,7 +146,11 @@ func writePackFiles(gitDir string, name plumbing.Hash, pack, idx []byte) error {
 	}
 	base := filepath.Join(dir, "pack-"+name.String())
 	if _, err := os.Stat(base + ".pack"); err == nil {
-		return nil // written before a crash: the same objects, the same name
+		// Written before: the same objects, the same name. Its directory
+		// entry may not be durable (a crash before the fsync of the
+		// directory), and the caller deletes the objects' other copies
+		// next.
+		return atomicfile.SyncDir(dir)
 	}
 	b, err := atomicfile.Prepare(
 		atomicfile.File{Path: base + ".idx", Data: idx, Perm: 0o444},
@@ -169,8 +173,8 @@ const maxDeltaDepth = 50
 
 // rollupObject is one object of a pack encodeRollup writes.
 type rollupObject struct {
-	obj    plumbing.EncodedObject
-	data   []byte // its contents while it is in the delta window
+	obj    plumbing.EncodedObject // nil once out of the delta window
+	data   []byte                 // its contents while it is in the delta window
 	offset int64
 	depth  int // the length of its delta chain; 0 when stored whole
 }
@@ -218,7 +222,8 @@ func encodeRollup(st storer.EncodedObjectStorer, hashes []plumbing.Hash) (pack, 
 			return nil, nil, name, fmt.Errorf("object %s: %w", o.obj.Hash(), err)
 		}
 		if i >= packWindow {
-			objs[i-packWindow].data = nil // out of the window
+			// Out of the window: only its offset and depth are needed.
+			objs[i-packWindow].obj, objs[i-packWindow].data = nil, nil
 		}
 		o.offset = p.offset()
 		head, body := entryHeader(o.obj.Type(), int64(len(o.data))), o.data
