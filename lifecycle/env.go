@@ -1,17 +1,18 @@
 package lifecycle
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -50,7 +51,10 @@ type Env struct {
 
 	once sync.Once
 	turn chan struct{} // held while a transaction's function runs and its commit is staged
-	mu   sync.Mutex    // guards pending
+	// inFn is the id of the goroutine running a transaction's function
+	// (0 when none): a change it asks for waits for itself (ErrNested).
+	inFn atomic.Uint64
+	mu   sync.Mutex // guards pending
 	// pending holds, for each path a transaction not yet in place wrote,
 	// what the last of them staged, so that later transactions read it.
 	pending map[string]pendingWrite
@@ -194,7 +198,7 @@ func (e *Env) takeTurn(ctx context.Context, what string) error {
 	default:
 	}
 	// Held: by another transaction, or by the one this call is in.
-	if inTransaction() {
+	if e.inFn.Load() == goid() {
 		return fmt.Errorf("%w: %s waits for the turn of the Update whose function called it, which waits for %s: "+
 			"make the change through that function's tx, or call %s after Update returns", ErrNested, what, what, what)
 	}
@@ -206,24 +210,19 @@ func (e *Env) takeTurn(ctx context.Context, what string) error {
 	}
 }
 
-// prepareFunc is the name runtime.Callers gives Env.prepare, which runs a
-// transaction's function.
-var prepareFunc = runtime.FuncForPC(reflect.ValueOf((*Env).prepare).Pointer()).Name()
-
-// inTransaction reports whether the calling goroutine is inside a
-// transaction's function: Env.prepare is on its stack.
-func inTransaction() bool {
-	pc := make([]uintptr, 256)
-	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
-	for {
-		f, more := frames.Next()
-		if f.Function == prepareFunc {
-			return true
+// goid returns the calling goroutine's id, which the first line of its
+// stack gives ("goroutine 18 [running]:").
+func goid() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
 		}
-		if !more {
-			return false
-		}
+		id = id*10 + uint64(c-'0')
 	}
+	return id
 }
 
 // beforeWait, when set, runs before each Update waits for its commit
@@ -238,6 +237,8 @@ func (e *Env) prepare(msg string, fn func(tx *Tx) error) (*gitstore.Staged, []st
 	defer func() { <-e.turn }()
 	tx := &Tx{env: e, writes: map[string]*txWrite{}}
 	defer func() { tx.closed = true }()
+	e.inFn.Store(goid())
+	defer e.inFn.Store(0)
 	if err := fn(tx); err != nil {
 		return nil, nil, err
 	}

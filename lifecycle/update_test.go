@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -508,4 +509,36 @@ func TestUpdatesRollbacksAndReadsAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, report.Clean(), "%s", report)
 	assert.Empty(t, gitCLI(t, env.ConfigDir, "status", "--porcelain"))
+}
+
+// TestUpdateOfAnotherHomeFromAFunction: a transaction's function may
+// change another home; when that home's turn is held by another
+// goroutine, the change waits for it (it is not ErrNested) and is made.
+func TestUpdateOfAnotherHomeFromAFunction(t *testing.T) {
+	a, _, _ := openUpdateHome(t)
+	b, bFile, _ := openUpdateHome(t)
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		_, err := b.Update(t.Context(), "held", func(tx *lifecycle.Tx) error {
+			close(holding)
+			<-release
+			return tx.WriteFile("d/b.yaml", []byte("b: held\n"))
+		})
+		held <- err
+	}()
+	<-holding
+	_, err := a.Update(t.Context(), "outer", func(tx *lifecycle.Tx) error {
+		if err := tx.WriteFile("a.yaml", []byte("a: outer\n")); err != nil {
+			return err
+		}
+		// b's turn is held until release: the Update below waits for it
+		// (the sleep only makes it likely that it finds the turn held).
+		go func() { time.Sleep(50 * time.Millisecond); close(release) }()
+		_, err := b.Update(t.Context(), "inner", writeA("inner"))
+		return err
+	})
+	require.NoError(t, err)
+	require.NoError(t, <-held)
+	assert.Equal(t, "a: inner\n", readString(t, bFile))
 }
