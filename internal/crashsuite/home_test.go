@@ -275,6 +275,7 @@ func (c checker) check(ctx context.Context, h *home) []error {
 	errs = append(errs, perrs...)
 	errs = append(errs, h.checkDisk(disk)...)
 	errs = append(errs, h.checkHistory(ctx)...)
+	errs = append(errs, h.checkOrphans(ctx, disk)...)
 	if err := fsck(ctx, h.configDir()); err != nil {
 		errs = append(errs, err)
 	}
@@ -373,6 +374,52 @@ func (h *home) checkDisk(disk map[string]map[string]string) []error {
 		if got != s.acked && !slices.Contains(s.pending, got) && !slices.Contains(s.orphans, got) {
 			errs = append(errs, &lostError{fmt.Errorf("%s: %s is %q on disk; want the acknowledged %q, one of %q sent after it, or one of %q whose process was killed",
 				personaFile(name), key, got, s.acked, s.pending, s.orphans)})
+		}
+	}
+	return errs
+}
+
+// checkOrphans checks that a slot holding an orphan (see slot.orphans)
+// got it from a commit made after the slot's last acknowledged one: an
+// orphan that landed before it and came back later (stale bytes written
+// again) is a lost write too.
+func (h *home) checkOrphans(ctx context.Context, disk map[string]map[string]string) []error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(h.slots)) {
+		s := h.slots[k]
+		name, key, _ := strings.Cut(k, ".")
+		got := disk[name][key]
+		if got == s.acked || slices.Contains(s.pending, got) || !slices.Contains(s.orphans, got) {
+			continue
+		}
+		since := "HEAD"
+		for _, a := range slices.Backward(h.acks) {
+			if a.slot() == k {
+				since = a.commit + "..HEAD"
+				break
+			}
+		}
+		out, err := git(ctx, h.configDir(), nil, "rev-list", since, "--", personaFile(name))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		found := false
+		for c := range strings.FieldsSeq(string(out)) {
+			data, err := git(ctx, h.configDir(), nil, "show", c+":"+personaFile(name))
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			var p persona
+			if yaml.Unmarshal(data, &p) == nil && p.Preferences[key] == got {
+				found = true
+				break
+			}
+		}
+		if !found {
+			errs = append(errs, &lostError{fmt.Errorf("%s: %s is %q on disk, a change whose process was killed, but no commit after the acknowledged %q sets it",
+				personaFile(name), key, got, s.acked)})
 		}
 	}
 	return errs
