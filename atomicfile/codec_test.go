@@ -333,3 +333,23 @@ func FuzzReadJSON(f *testing.F) {
 		assert.Equal(t, v, again)
 	})
 }
+
+// TestWriteYAMLRefusesWhatYAMLCannotHold: a func or a channel is an error
+// naming the type and what to give instead (yaml.v3 panics on them), and
+// nothing is written.
+func TestWriteYAMLRefusesWhatYAMLCannotHold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	for _, v := range []any{
+		func() {},
+		map[string]any{"ch": make(chan int)},
+		struct{ F func() }{},
+	} {
+		err := atomicfile.WriteYAML(path, v, 0o600)
+		require.Error(t, err, "%T", v)
+		assert.Contains(t, err.Error(), "cannot marshal type")
+		assert.Contains(t, err.Error(), "give a value made of those")
+		assert.NoFileExists(t, path)
+		_, err = atomicfile.EncodeYAML(path, v)
+		assert.ErrorContains(t, err, "encode "+path+": cannot marshal type")
+	}
+}

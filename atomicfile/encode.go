@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -15,12 +16,7 @@ import (
 // errors.
 func EncodeYAML(path string, v any) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := enc.Close(); err != nil {
+	if err := encodeYAML(&buf, v); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", path, err)
 	}
 	var check any
@@ -34,6 +30,29 @@ func EncodeYAML(path string, v any) ([]byte, error) {
 			"give map keys that YAML writes apart (such as 0 and 0.0, both written 0)", path, problem)
 	}
 	return buf.Bytes(), nil
+}
+
+// encodeYAML writes v to buf with a two-space indent. yaml.v3 panics,
+// rather than failing, on a value it cannot encode (a func, a channel, a
+// complex number): that panic is returned as an error saying what to
+// give instead; any other panic continues.
+func encodeYAML(buf *bytes.Buffer, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(string)
+			if !ok || !strings.HasPrefix(msg, "cannot marshal type: ") {
+				panic(r)
+			}
+			err = fmt.Errorf("%s: YAML holds maps, lists, strings, numbers and booleans; "+
+				"give a value made of those (a struct's func or channel fields need `yaml:\"-\"`)", msg)
+		}
+	}()
+	enc := yaml.NewEncoder(buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	return enc.Close()
 }
 
 // EncodeJSON returns v encoded as WriteJSON writes it: indented, with a
