@@ -233,6 +233,11 @@ func (tx *Tx) check(op, p string) (string, error) {
 		return "", fmt.Errorf("lifecycle: tx.%s(%q): the transaction is over (its function returned); use the Tx only inside it", op, p)
 	}
 	if r := badPath(p); r != "" {
+		if rel, err := filepath.Rel(tx.env.ConfigDir, p); err == nil && filepath.IsAbs(p) && filepath.IsLocal(rel) {
+			// A path in ConfigDir, spelled whole: say what to write (a
+			// tool's error shows the client paths relative to it).
+			r += fmt.Sprintf(", as %q", filepath.ToSlash(rel))
+		}
 		return "", &PathError{Op: op, Path: p, Reason: strings.ReplaceAll(r, "ConfigDir", "ConfigDir ("+tx.env.ConfigDir+")")}
 	}
 	return p, nil

@@ -140,6 +140,9 @@ func TestUpdateMisuse(t *testing.T) {
 			return os.WriteFile(filepath.Join(configDir, "d", "b.yaml"), []byte("b: around\n"), 0o600)
 		}},
 		{name: "the transaction kept past its function", msg: "m", fn: func(tx *lifecycle.Tx) error { escaped = tx; return nil }},
+		{name: "absolute, inside ConfigDir", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			return tx.WriteFile(filepath.Join(configDir, "d", "c.yaml"), []byte("x"))
+		}, badPath: true, says: `), as "d/c.yaml"`},
 		{name: "YAML of a func", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteYAML("m.yaml", func() {}) },
 			says: "cannot marshal type: func()"},
 		{name: "Update inside the function", msg: "m", fn: func(tx *lifecycle.Tx) error {
