@@ -339,14 +339,20 @@ func (e *Env) failed(msg string, files []string, fate string, err error) error {
 // when there was nothing to commit. It waits for the transaction whose
 // function runs, and applies those waiting first.
 func (e *Env) Commit(msg string) (string, error) {
+	return e.commitWithin(context.Background(), msg)
+}
+
+// commitWithin is Commit, waiting for the transactions' turn only until
+// ctx ends (the shutdown's commit: a tool left behind may hold the turn
+// for ever).
+func (e *Env) commitWithin(ctx context.Context, msg string) (string, error) {
 	if e.Store == nil {
 		return "", errors.New("lifecycle: Commit on an Env without a Store: make it with a Harness or OpenHome")
 	}
-	ctx := context.Background()
 	if err := e.beforeChange(ctx, msg); err != nil {
 		return "", err
 	}
-	hash, err := e.commit(msg)
+	hash, err := e.commit(ctx, msg)
 	if err != nil {
 		return "", err
 	}
@@ -356,8 +362,9 @@ func (e *Env) Commit(msg string) (string, error) {
 	return hash, nil
 }
 
-func (e *Env) commit(msg string) (string, error) {
-	if err := e.takeTurn(context.Background(), "Commit"); err != nil {
+// commit is Commit, waiting for the transactions' turn until ctx ends.
+func (e *Env) commit(ctx context.Context, msg string) (string, error) {
+	if err := e.takeTurn(ctx, "Commit"); err != nil {
 		return "", err
 	}
 	defer func() { <-e.turn }()

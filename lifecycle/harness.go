@@ -122,9 +122,11 @@ type Options struct {
 	// client (stdio, HTTP, attached); default DefaultShutdownTimeout. A
 	// tool that ignores its context is waited for one second more, then
 	// logged by name ("tool X still running after ShutdownTimeout;
-	// exiting without it") and left behind: Run commits, releases the
-	// state file, the registry entry and the lock, and returns, so the
-	// process exits. That is a crash for that call: its change is all or
+	// exiting without it") and left behind: Run commits (waiting at most
+	// ShutdownTimeout more for a call left inside an Update's function,
+	// which holds the config: hand edits then wait for the next start),
+	// releases the state file, the registry entry and the lock, and
+	// returns, so the process exits. That is a crash for that call: its change is all or
 	// nothing, the next start recovers it, and no change acknowledged to
 	// a client is lost.
 	ShutdownTimeout time.Duration

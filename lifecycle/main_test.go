@@ -191,23 +191,32 @@ func TestMainStderrClosed(t *testing.T) {
 // context, does not keep a server on Main from stopping, neither when its
 // stdin ends nor on SIGTERM: ShutdownTimeout (and a short grace) after,
 // it logs the call by its tool's name and exits, releasing the home, and
-// the next start on the home serves as after a crash.
+// the next start on the home serves as after a crash. So does one that
+// blocks inside an Update's function, holding the turn that the
+// shutdown's commit waits for (it waited for ever, found by a new-user
+// trial).
 func TestMainToolIgnoresContext(t *testing.T) {
-	for _, stop := range []string{"stdin", "SIGTERM"} {
-		t.Run(stop, func(t *testing.T) {
+	for _, tc := range []struct{ tool, stop string }{
+		{"block", "stdin"}, {"block", "SIGTERM"},
+		// Inside an Update's function, holding the transactions' turn,
+		// which the shutdown's commit waits for (bounded).
+		{"block_update", "stdin"}, {"block_update", "SIGTERM"},
+	} {
+		tool, stop := tc.tool, tc.stop
+		t.Run(tool+"/"+stop, func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "home")
 			c := startMain(t, "", home, "-block", "-shutdown", "200ms")
 			c.ready(t)
 			for _, msg := range []string{
 				`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"v0"}}}`,
 				`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"block","arguments":{}}}`,
+				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`,
 			} {
 				_, err := io.WriteString(c.stdin, msg+"\n")
 				require.NoError(t, err)
 			}
 			deadline := time.Now().Add(hangAfter)
-			for !bytes.Contains([]byte(c.stderr.String()), []byte("mainchild: block: called")) {
+			for !bytes.Contains([]byte(c.stderr.String()), []byte("mainchild: "+tool+": called")) {
 				require.True(t, time.Now().Before(deadline), "the tool was not called; stderr:\n%s", c.stderr)
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -217,7 +226,7 @@ func TestMainToolIgnoresContext(t *testing.T) {
 				require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
 			}
 			assert.Equal(t, lifecycle.ExitOK, c.exit(t), c.stderr.String())
-			assert.Contains(t, c.stderr.String(), "tool block still running after ShutdownTimeout; exiting without it")
+			assert.Contains(t, c.stderr.String(), "tool "+tool+" still running after ShutdownTimeout; exiting without it")
 			assert.NoFileExists(t, filepath.Join(home, statefile.FileName), "the state file is removed")
 
 			next := startMain(t, "", home)

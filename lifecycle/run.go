@@ -303,8 +303,15 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	if err := failpoint.Hit("lifecycle.before-shutdown-commit"); err != nil {
 		return err
 	}
-	if hash, cerr := env.Commit("shutdown: commit uncommitted changes"); errors.Is(cerr, ErrNotActive) {
+	// A tool left behind (ShutdownTimeout) may hold the transactions'
+	// turn for ever: the commit waits for it as long as the drain did.
+	cctx, ccancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+	hash, cerr := env.commitWithin(cctx, "shutdown: commit uncommitted changes")
+	ccancel()
+	if errors.Is(cerr, ErrNotActive) {
 		log.Info("not the active writer: changes made by hand, if any, are left for the next start to commit", "err", cerr)
+	} else if errors.Is(cerr, context.DeadlineExceeded) {
+		log.Warn("a change left behind still holds the config: changes made by hand, if any, are left for the next start to commit")
 	} else if cerr != nil {
 		err = errors.Join(err, cerr)
 	} else if hash != "" {

@@ -23,7 +23,7 @@ func main() {
 	server := flag.String("server", "ok", "what NewServer does: ok, nil (a nil server and no error) or fail")
 	name := flag.String("name", "mainchild", "Options.Name")
 	shutdown := flag.Duration("shutdown", 0, "Options.ShutdownTimeout")
-	block := flag.Bool("block", false, "serve a tool \"block\" that blocks for ever, ignoring its context")
+	block := flag.Bool("block", false, "serve the tools \"block\" and \"block_update\", which block for ever, ignoring their context (the second inside an Update's function)")
 	flag.Parse()
 	lifecycle.Main(lifecycle.Options{
 		Name:            *name,
@@ -32,7 +32,7 @@ func main() {
 		NoRegistry:      *registry == "",
 		Exclusive:       *exclusive,
 		ShutdownTimeout: *shutdown,
-		NewServer: func(*lifecycle.Env) (*mcp.Server, error) {
+		NewServer: func(env *lifecycle.Env) (*mcp.Server, error) {
 			switch *server {
 			case "nil":
 				return nil, nil
@@ -45,6 +45,14 @@ func main() {
 					func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, struct{}, error) {
 						fmt.Fprintln(os.Stderr, "mainchild: block: called")
 						select {}
+					})
+				mcp.AddTool(s, &mcp.Tool{Name: "block_update", Description: "blocks for ever inside a transaction's function, holding the turn"},
+					func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
+						_, err := env.Update(ctx, "block", func(*lifecycle.Tx) error {
+							fmt.Fprintln(os.Stderr, "mainchild: block_update: called")
+							select {}
+						})
+						return nil, struct{}{}, err
 					})
 			}
 			return s, nil
