@@ -37,7 +37,7 @@ func TestNewcomerMistakes(t *testing.T) {
 		{"the zero Options", func(_ *testing.T, o *lifecycle.Options) { *o = lifecycle.Options{} },
 			"Name", nil, []string{"give the server's name"}, lifecycle.ExitOptions},
 		{"only a Name", func(_ *testing.T, o *lifecycle.Options) { *o = lifecycle.Options{Name: "notes"} },
-			"Home", nil, []string{"give the home directory", "~/.notes"}, lifecycle.ExitOptions},
+			"Home", nil, []string{"give the home directory", `filepath.Join(home, ".notes")`, "os.UserHomeDir()"}, lifecycle.ExitOptions},
 		{"no NewServer", func(_ *testing.T, o *lifecycle.Options) { o.NewServer = nil },
 			"NewServer", nil, []string{"give the function that builds the *mcp.Server"}, lifecycle.ExitOptions},
 		{"a home with a ~", func(_ *testing.T, o *lifecycle.Options) { o.Home = "~/.notes" },
