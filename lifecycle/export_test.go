@@ -16,3 +16,7 @@ func SetBeforeWait(fn func()) (restore func()) {
 
 // RunMain is Main without the exit, for the table of newcomers' mistakes.
 var RunMain = runMain
+
+// EnvsUsed is how many Envs the process has used (envs), for the test of
+// ErrNested with one.
+func EnvsUsed() int64 { return envs.Load() }

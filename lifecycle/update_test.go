@@ -547,3 +547,34 @@ func TestUpdateOfAnotherHomeFromAFunction(t *testing.T) {
 	require.NoError(t, <-held)
 	assert.Equal(t, "a: inner\n", readString(t, bFile))
 }
+
+// TestErrNestedWithOneEnv: in a process that uses one Env, which notes no
+// goroutine id (envs), an Update from inside its function is still
+// ErrNested, and one from a goroutine the function starts waits for the
+// turn and is made. It runs in a child process, alone, to have one Env.
+func TestErrNestedWithOneEnv(t *testing.T) {
+	if os.Getenv("LIFECYCLE_ONE_ENV") == "" {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestErrNestedWithOneEnv$", "-test.v")
+		cmd.Env = append(os.Environ(), "LIFECYCLE_ONE_ENV=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Contains(t, string(out), "--- PASS: TestErrNestedWithOneEnv")
+		return
+	}
+	env, file, _ := openUpdateHome(t)
+	var nested error
+	other := make(chan error, 1)
+	_, err := env.Update(t.Context(), "outer", func(tx *lifecycle.Tx) error {
+		_, nested = env.Update(context.Background(), "inner", writeA("inner"))
+		go func() {
+			_, err := env.Update(context.Background(), "other", writeA("other"))
+			other <- err
+		}()
+		return tx.WriteFile("a.yaml", []byte("a: outer\n"))
+	})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), lifecycle.EnvsUsed(), "the process used one Env")
+	require.ErrorIs(t, nested, lifecycle.ErrNested)
+	require.NoError(t, <-other)
+	assert.Equal(t, "a: other\n", readString(t, file), "the other goroutine's change came after the function's")
+}
