@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,6 +174,9 @@ func change(files string, c, i int) func(*lifecycle.Tx) error {
 
 // benchEnv returns an Env on a copy of a home with files config files
 // and history commits, with Maintain running beside it until b ends.
+// benchLog is the logger of the homes benchEnv opens (nil: none).
+var benchLog *slog.Logger
+
 func benchEnv(b *testing.B, files int, layout string, history int) *lifecycle.Env {
 	b.Helper()
 	tmpl := benchHome(b, files, layout, history)
@@ -181,7 +185,7 @@ func benchEnv(b *testing.B, files int, layout string, history int) *lifecycle.En
 		b.Fatalf("copy the home: %v: %s", err, out)
 	}
 	syscall.Sync() // the copy's write-back, not in the changes' fsyncs
-	env, closeEnv, err := lifecycle.OpenHome(home, nil)
+	env, closeEnv, err := lifecycle.OpenHome(home, benchLog)
 	if err != nil {
 		b.Fatal(err)
 	}
