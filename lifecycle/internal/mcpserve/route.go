@@ -191,11 +191,20 @@ func (h *httpServer) serveInitialize(w http.ResponseWriter, r *http.Request, ask
 			http.StatusServiceUnavailable)
 		return
 	}
-	rec := &recorder{ResponseWriter: w}
+	// The session goes into the table when the go-sdk sends the answer's
+	// header, before the client can read it and send the session's next
+	// request (or ask /healthz), not once the handler has returned.
+	added := false
+	open := func(code int) {
+		if id := w.Header().Get(sessionHeader); id != "" && code == http.StatusOK && !added {
+			added = true
+			h.sessions.add(id, Negotiated(asked))
+		}
+	}
+	rec := &recorder{ResponseWriter: w, onHeader: open}
 	h.stateful.ServeHTTP(rec, r)
-	if id := rec.Header().Get(sessionHeader); id != "" && rec.code() == http.StatusOK {
-		h.sessions.add(id, Negotiated(asked))
-	} else {
+	open(rec.code()) // a handler that wrote nothing
+	if !added {
 		h.sessions.unreserve()
 	}
 }
@@ -305,18 +314,24 @@ func (h *httpServer) refuseBatch(w http.ResponseWriter, msg string) {
 type recorder struct {
 	http.ResponseWriter
 	status int
+	// onHeader, if set, is called with the status just before the header
+	// is sent.
+	onHeader func(code int)
 }
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 {
 		r.status = code
+		if r.onHeader != nil {
+			r.onHeader(code)
+		}
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	return r.ResponseWriter.Write(p)
 }
@@ -331,7 +346,12 @@ func (r *recorder) code() int {
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-func (r *recorder) Flush() { _ = http.NewResponseController(r.ResponseWriter).Flush() }
+func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK) // a flush sends the header
+	}
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
+}
 
 // errReplyTooLarge is what a batch's answer gets once it reaches
 // MaxBatchReplyBytes: the go-sdk drops the rest of it.
