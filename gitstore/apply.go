@@ -163,11 +163,13 @@ func allDone(cs []*Staged) bool {
 	return true
 }
 
-// Wait returns c's result (see Result) once Apply is done with it. A
-// caller that finds no one applying applies every commit staged so far;
-// one that finds a caller or the store's committer applying waits for
-// it. Concurrent callers of Wait so share barriers (group commit), and
-// each gets its own commit's result.
+// Wait returns c's result (see Result) once Apply is done with it: once
+// its batch's first barrier has made it durable and its files are renamed
+// into place (the second barrier, which makes the renames durable, may
+// still be to come; Apply waits for it). A caller that finds no one
+// applying applies every commit staged so far; one that finds a caller or
+// the store's committer applying waits for it. Concurrent callers of Wait
+// so share barriers (group commit), and each gets its own commit's result.
 func (c *Staged) Wait() error {
 	s := c.s
 	for {
@@ -374,10 +376,6 @@ func (s *Store) iterate() bool {
 	}
 	s.mu.Lock()
 	if prev != nil {
-		for _, c := range prev.commits {
-			c.resolve(stagedApplied, nil)
-		}
-		s.answered = len(prev.commits)
 		s.indexFiles(prev.files)
 		s.markSwitched(prev.seq)
 		s.renamed = nil
@@ -413,8 +411,15 @@ func (s *Store) iterate() bool {
 		s.unfinish(next, err)
 		return true
 	}
+	// The batch is durable (its record) and its files are in place: its
+	// callers are answered now. The next barrier makes the renames
+	// durable, which only spares Open rolling the record forward.
 	s.mu.Lock()
 	s.renamed = next
+	for _, c := range next.commits {
+		c.resolve(stagedApplied, nil)
+	}
+	s.answered = len(next.commits)
 	s.mu.Unlock()
 	return true
 }
@@ -424,11 +429,10 @@ func (s *Store) iterate() bool {
 var gatherFor = 200 * time.Microsecond
 
 // gather waits, for at most gatherFor, until as many commits are staged
-// as the last barrier answered: under load the callers it answered come
+// as the last batch answered: under load the callers it answered come
 // back with their next change within some tens of microseconds, and a
 // barrier that takes them all serves more changes for the same wait on
-// the disk. A lone caller never waits: its commit is answered by the
-// barrier that ends its call.
+// the disk. A lone caller never waits.
 func (s *Store) gather() {
 	s.mu.Lock()
 	n := s.answered
@@ -561,7 +565,9 @@ func (s *Store) unfinish(b *batch, err error) {
 	s.unfinished.seq = max(s.unfinished.seq, b.seq)
 	s.unfinishedErr = err
 	for _, c := range b.commits {
-		c.resolve(stagedDurable, ue)
+		if !c.resolved { // one answered at its renames keeps its answer: it is durable
+			c.resolve(stagedDurable, ue)
+		}
 	}
 }
 
