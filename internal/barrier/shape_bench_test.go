@@ -19,11 +19,10 @@ import (
 // temporary file and the directory of the last batch's rename, fsynced at
 // once: merged-ns/barrier). The two alternate in blocks of 50.
 //
-// bound8 is the most 8 clients could reach against one if their
-// processor time cost nothing: a client is answered after its change's
-// second barrier, so it is in every other barrier and a barrier serves at
-// most 4 of 8 clients' changes, each barrier costing merged-ns; one
-// client's change costs lone-ns. bound8 = 4 * lone / merged.
+// merged/lone is what the disk charges a loaded barrier against a lone
+// change's two: k clients can reach at most (changes a loaded barrier
+// serves) / merged/lone times one client's rate, with their processor
+// time free. bound4 is that bound at 4 changes a barrier.
 //
 //	go test -run '^$' -bench ChangeShapes -benchtime 2000x -count 5 ./internal/barrier
 func BenchmarkChangeShapes(b *testing.B) {
@@ -108,5 +107,6 @@ func BenchmarkChangeShapes(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(l, "lone-ns/change")
 	b.ReportMetric(m, "merged-ns/barrier")
-	b.ReportMetric(4*l/m, "bound8")
+	b.ReportMetric(m/l, "merged/lone")
+	b.ReportMetric(4*l/m, "bound4")
 }
