@@ -6,21 +6,69 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 )
 
 // heapFloor is the heap goal below which the HTTP transport does not let
-// the garbage collector's goal fall while it serves: see keepHeapFloor.
+// the garbage collector's goal fall while it serves, with no session live
+// and no request in progress: see keepHeapFloor.
 const heapFloor = 8 << 20
+
+// floorAllowance is what each live session, and each POST in progress,
+// adds to the heap floor: at 64 sessions helios's live heap is 5-7 MiB
+// (the sessions' state, their connections' buffers, the calls in
+// progress), past an 8 MiB floor's reach, and 16 MiB holds its goal.
+const floorAllowance = 128 << 10
+
+// maxHeapFloor caps the floor however many sessions are live and
+// requests in progress.
+const maxHeapFloor = 32 << 20
+
+// liveSessions counts the live sessions of this process's HTTP servers
+// (sessionTable keeps it beside its Stats).
+var liveSessions atomic.Int64
+
+// posts counts the POSTs in progress in this process's HTTP servers (an
+// authenticated one, past the guard) and the most there were at once
+// since the last collection: stateless clients have no session.
+var posts struct{ now, peak atomic.Int64 }
+
+// postStarted counts a POST in progress until postDone.
+func postStarted() {
+	n := posts.now.Add(1)
+	for p := posts.peak.Load(); n > p && !posts.peak.CompareAndSwap(p, n); p = posts.peak.Load() {
+	}
+}
+
+// postDone ends what postStarted counted.
+func postDone() { posts.now.Add(-1) }
+
+// postsPeak returns the most POSTs there were in progress at once since
+// its last call, and starts the next count from those in progress now.
+func postsPeak() int64 {
+	return max(posts.peak.Swap(posts.now.Load()), 0)
+}
+
+// floorFor is the heap floor for n live sessions and requests in
+// progress: base plus floorAllowance each, at most maxHeapFloor, never
+// below base.
+func floorFor(base uint64, n int64) uint64 {
+	f := base + uint64(max(n, 0))*floorAllowance
+	return max(min(f, maxHeapFloor), base)
+}
 
 // runtimeMinHeap is the Go runtime's own floor under the heap goal at
 // GOGC=100; it scales with GOGC.
 const runtimeMinHeap = 4 << 20
 
 // keepHeapFloor keeps the garbage collector's heap goal at floor bytes or
-// more, until stop is called, unless the GOGC environment variable is set
-// or the program has set a GC percentage other than 100 itself
-// (debug.SetGCPercent): the user has chosen. A percentage the program sets
-// while the floor is kept ends the floor, and is left as it was set.
+// more, plus floorAllowance for each live HTTP session and for each POST
+// in progress at once since the previous collection, at most
+// maxHeapFloor, until stop is called, unless the GOGC environment
+// variable is set or the program has set a GC percentage other than 100
+// itself (debug.SetGCPercent): the user has chosen. A percentage the
+// program sets while the floor is kept ends the floor, and is left as it
+// was set.
 //
 // Why: the go-sdk allocates a 32 KiB decode buffer for each JSON message,
 // about 300 KB a call, and a server whose live heap is a few MiB runs a
@@ -29,22 +77,29 @@ const runtimeMinHeap = 4 << 20
 // goal, and the runtime returns the pages above each lower goal to the
 // kernel only to fault them in again at the next: helios, with 2-3 MiB
 // live, took three times the bare go-sdk server's page faults and a fifth
-// more CPU per call (BENCHMARKS.md, issue 22). A steady floor of floor
-// bytes makes the collections rarer and keeps the pages.
+// more CPU per call (BENCHMARKS.md, issue 22). A steady floor makes the
+// collections rarer and keeps the pages. The live heap grows with the
+// sessions served at once, and the floor with it.
 //
-// What it costs: the heap may grow to floor bytes before a collection,
+// What it costs: the heap may grow to the floor before a collection,
 // where it would have stopped at 4 to 6 MiB; RSS is that much higher at
-// most, never more. Once the live heap is above floor/2 the goal is the
+// most, never more: 8 MiB with a few sessions, 32 MiB whatever clients
+// open. Once the live heap is above half the floor the goal is the
 // runtime's own (GOGC=100): a large heap is never given more room than
-// without the floor. cmd/helios's hostile-HTTP tests, which bound RSS,
-// run with it (DESIGN.md, issue 22).
+// without the floor. The floor falls as sessions end (closed, expired or
+// evicted) at the next collection; a burst of POSTs keeps it raised until
+// the second collection after the burst has ended, since each goal counts
+// the POSTs since the collection before. Until a collection the heap grows
+// toward the raised goal only as fast as something allocates.
+// cmd/helios's hostile-HTTP tests, which bound RSS, run with it (DESIGN.md,
+// issue 22).
 //
 // How: after each collection (a finalizer re-armed every cycle), it sets
-// the GC percentage that makes the goal floor for the live heap the
+// the GC percentage that makes the goal the floor for the live heap the
 // collection found, never below 100.
 //
 // The setting is the process's: servers started together share one
-// floor, the first one's, which lasts until the last one stops.
+// floor, the first one's base, which lasts until the last one stops.
 func keepHeapFloor(floor uint64) (stop func()) {
 	if _, set := os.LookupEnv("GOGC"); set || floor == 0 {
 		return func() {}
@@ -141,7 +196,7 @@ func (f *floorKeeper) adjust() bool {
 		f.stopped = true // set by the program since the last cycle
 		return false
 	}
-	p := percentFor(f.floor, live)
+	p := percentFor(floorFor(f.floor, liveSessions.Load()+postsPeak()), live)
 	if p != f.percent {
 		debug.SetGCPercent(p)
 		f.percent = p

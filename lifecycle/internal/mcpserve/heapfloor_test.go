@@ -1,6 +1,8 @@
 package mcpserve
 
 import (
+	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -100,4 +102,83 @@ func TestKeepHeapFloorLeavesTheProgramsPercent(t *testing.T) {
 	assert.Equal(t, 70, gcPercent(), "the floor overrode a percentage the program set while it was kept")
 	stop()
 	assert.Equal(t, 70, gcPercent(), "stop overrode a percentage the program set while the floor was kept")
+}
+
+func TestFloorFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		peak int64
+		want uint64
+	}{
+		{0, 8 * mib},
+		{-1, 8 * mib}, // never below the base
+		{8, 9 * mib},
+		{64, 16 * mib},
+		{192, 32 * mib},
+		{100000, 32 * mib}, // capped
+	} {
+		assert.Equal(t, tc.want, floorFor(8*mib, tc.peak), "peak %d", tc.peak)
+	}
+}
+
+func TestPostsPeak(t *testing.T) {
+	postsPeak()
+	for range 5 {
+		postStarted()
+	}
+	for range 3 {
+		postDone()
+	}
+	assert.Equal(t, int64(5), postsPeak(), "the most in progress since the last call")
+	assert.Equal(t, int64(2), postsPeak(), "the next count starts from those in progress")
+	postDone()
+	postDone()
+	assert.Equal(t, int64(2), postsPeak())
+	assert.Equal(t, int64(0), postsPeak())
+}
+
+func TestKeepHeapFloorFollowsLoad(t *testing.T) {
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		t.Setenv("GOGC", v) // restored at the end
+		os.Unsetenv("GOGC")
+	}
+	require.Equal(t, 100, gcPercent())
+	stop := keepHeapFloor(8 << 20)
+	defer stop()
+	// gcUntil collects until cond holds, or 10 s have passed.
+	gcUntil := func(cond func(p int) bool) int {
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond(gcPercent()) && time.Now().Before(deadline) {
+			runtime.GC()
+			time.Sleep(time.Millisecond)
+		}
+		return gcPercent()
+	}
+	idle := gcUntil(func(p int) bool { return p > 100 })
+	require.Greater(t, idle, 100, "the floor never raised the GC percentage of a small heap")
+
+	for range 64 {
+		postStarted()
+	}
+	busy := gcUntil(func(p int) bool { return p > idle })
+	assert.Greater(t, busy, idle, "64 requests in progress did not raise the floor")
+	for range 64 {
+		postDone()
+	}
+	after := gcUntil(func(p int) bool { return p < busy })
+	assert.Less(t, after, busy, "the floor stayed raised after the requests ended")
+
+	tab := newSessionTable(Limits{SessionIdleTimeout: time.Minute}, nil, func(string) {}, new(Stats), slog.New(slog.DiscardHandler))
+	defer tab.close()
+	for i := range 64 {
+		require.True(t, tab.reserve())
+		tab.add(fmt.Sprint(i), "2025-11-25")
+	}
+	busy = gcUntil(func(p int) bool { return p > idle })
+	assert.Greater(t, busy, idle, "64 live sessions did not raise the floor")
+	for i := range 64 {
+		tab.drop(fmt.Sprint(i))
+	}
+	after = gcUntil(func(p int) bool { return p < busy })
+	assert.Less(t, after, busy, "the floor stayed raised after the sessions ended")
 }

@@ -86,6 +86,8 @@ func (h *httpServer) serveSession(w *recorder, r *http.Request, s *session) {
 
 // servePOST reads the body of a POST, of session s or of none, and serves it.
 func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *session) {
+	postStarted()
+	defer postDone()
 	rc := http.NewResponseController(w)
 	if d := h.limits.BodyReadTimeout; d > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(d))

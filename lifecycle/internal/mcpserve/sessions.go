@@ -103,6 +103,7 @@ func (t *sessionTable) add(id, version string) {
 	t.releaseLocked(s)
 	t.mu.Unlock()
 	t.stats.sessions.Add(1)
+	liveSessions.Add(1)
 	t.stats.opened.Add(1)
 	t.log.Debug("HTTP session opened", "session", id, "version", version)
 }
@@ -197,6 +198,7 @@ func (t *sessionTable) removeLocked(s *session) {
 		s.timer.Stop()
 	}
 	t.stats.sessions.Add(-1)
+	liveSessions.Add(-1)
 }
 
 // close stops every timer and refuses new sessions; the go-sdk's sessions
