@@ -35,11 +35,7 @@ func TestPercentFor(t *testing.T) {
 }
 
 func TestKeepHeapFloor(t *testing.T) {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		t.Setenv("GOGC", v) // restored at the end
-		os.Unsetenv("GOGC")
-	}
-	require.Equal(t, 100, gcPercent())
+	unsetGOGC(t)
 	stop := keepHeapFloor(8 << 20)
 	deadline := time.Now().Add(10 * time.Second)
 	for gcPercent() <= 100 && time.Now().Before(deadline) {
@@ -53,6 +49,7 @@ func TestKeepHeapFloor(t *testing.T) {
 }
 
 func TestKeepHeapFloorLeavesGOGC(t *testing.T) {
+	unsetGOGC(t)
 	t.Setenv("GOGC", "100")
 	stop := keepHeapFloor(8 << 20)
 	defer stop()
@@ -62,11 +59,7 @@ func TestKeepHeapFloorLeavesGOGC(t *testing.T) {
 }
 
 func TestKeepHeapFloorLeavesTheProgramsPercent(t *testing.T) {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		t.Setenv("GOGC", v) // restored at the end
-		os.Unsetenv("GOGC")
-	}
-	defer debug.SetGCPercent(100)
+	unsetGOGC(t)
 
 	// Set before: the floor is not kept.
 	debug.SetGCPercent(50)
@@ -138,11 +131,7 @@ func TestPostsPeak(t *testing.T) {
 }
 
 func TestKeepHeapFloorFollowsLoad(t *testing.T) {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		t.Setenv("GOGC", v) // restored at the end
-		os.Unsetenv("GOGC")
-	}
-	require.Equal(t, 100, gcPercent())
+	unsetGOGC(t)
 	stop := keepHeapFloor(8 << 20)
 	defer stop()
 	// gcUntil collects until cond holds, or 10 s have passed.
@@ -181,4 +170,19 @@ func TestKeepHeapFloorFollowsLoad(t *testing.T) {
 	}
 	after = gcUntil(func(p int) bool { return p < busy })
 	assert.Less(t, after, busy, "the floor stayed raised after the sessions ended")
+}
+
+// unsetGOGC unsets GOGC for the test, which keepHeapFloor would take as
+// the user's choice, and puts the collector's percentage at the runtime's
+// default, 100, which a GOGC set when the test binary started changed;
+// both are restored at the end.
+func unsetGOGC(t *testing.T) {
+	t.Helper()
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		t.Setenv("GOGC", v) // restored at the end
+		os.Unsetenv("GOGC")
+	}
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	require.Equal(t, 100, gcPercent())
 }
