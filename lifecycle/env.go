@@ -116,10 +116,16 @@ func (e *Env) init() {
 // fn with a transaction, and when fn returns nil commits exactly the files
 // fn wrote and removed through it, with message msg, and returns the new
 // commit's hash ("" when fn changed nothing). It returns once the change
-// is durable, its files are in place and its commit is in the history.
+// is durable (its commit and new bytes are in the store's journal,
+// fsynced, which the next start rolls forward if a power cut lost the
+// renames), its files are in place and its commit is in the history that
+// History and ReadAt read; git's own files follow within milliseconds
+// (the flush of Store.Maintain, which the Harness runs, or Close).
+// ctx is checked before fn runs and bounds the wait for the turn; once fn
+// has returned nil the change is made whatever ctx does.
 //
-// Transactions take turns: fn runs when the last transaction's function
-// has returned, and sees its writes, so fn may choose what to write from
+// Transactions take turns: fn runs when the previous transaction's
+// function has returned, and sees its writes, so fn may choose what to write from
 // what it reads without a lock of its own. Their commits are made
 // durable together (a batch shares its fsyncs), each its own commit with
 // its own message, in turn order. If fn returns an error or panics,
