@@ -279,7 +279,11 @@ func badPath(p string) string {
 	case p == ".." || strings.HasPrefix(p, "../"):
 		return "the path leaves ConfigDir; give one inside it, relative to it"
 	case path.Clean(p) != p:
-		return fmt.Sprintf("the path is not clean; write it %q", path.Clean(p))
+		c := path.Clean(p)
+		if why := badPath(c); why != "" {
+			return why // what its clean form would be refused for, not a fix that is refused
+		}
+		return fmt.Sprintf("the path is not clean; write it %q", c)
 	}
 	for i, part := range strings.Split(p, "/") {
 		switch {
