@@ -157,7 +157,7 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 		return "", errors.New("lifecycle: Update on an Env without a Store or ConfigDir: make it with a Harness or OpenHome, or set both")
 	}
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return "", fmt.Errorf("lifecycle: Update(ctx, %q, fn): %w before it began; nothing was changed", msg, err)
 	}
 	if err := e.beforeChange(ctx, msg); err != nil {
 		return "", err
@@ -217,7 +217,7 @@ func (e *Env) takeTurn(ctx context.Context, what string) error {
 	case e.turn <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("lifecycle: %s: %w while it waited for its turn; nothing was changed", what, ctx.Err())
 	}
 }
 

@@ -69,6 +69,7 @@ func TestUpdateMisuse(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		ctxNil  bool
+		ctxDone bool // the context is cancelled before the call
 		msg     string
 		fn      func(*lifecycle.Tx) error
 		setup   func(t *testing.T, env *lifecycle.Env)
@@ -80,6 +81,7 @@ func TestUpdateMisuse(t *testing.T) {
 	}{
 		{name: "nil fn", msg: "m", says: "fn is nil"},
 		{name: "nil ctx", ctxNil: true, msg: "m", fn: writeA("1"), says: "pass a context"},
+		{name: "cancelled ctx", ctxDone: true, msg: "m", fn: writeA("1"), says: `Update(ctx, "m", fn): context canceled before it began; nothing was changed`},
 		{name: "empty message", msg: " ", fn: writeA("1"), says: "msg is empty"},
 		{name: "empty path", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("", []byte("x")) },
 			badPath: true, says: `tx.WriteFile(""): the path is empty`},
@@ -177,6 +179,11 @@ func TestUpdateMisuse(t *testing.T) {
 			if tc.ctxNil {
 				ctx = nil //nolint:staticcheck // the misuse under test
 			}
+			if tc.ctxDone {
+				c, cancel := context.WithCancel(ctx)
+				cancel()
+				ctx = c
+			}
 			var hash string
 			func() {
 				defer func() {
@@ -191,6 +198,7 @@ func TestUpdateMisuse(t *testing.T) {
 				assert.Contains(t, err.Error(), tc.says)
 				assert.Equal(t, tc.badPath, errors.Is(err, lifecycle.ErrBadPath), "%v", err)
 				assert.Equal(t, tc.nested, errors.Is(err, lifecycle.ErrNested), "%v", err)
+				assert.Equal(t, tc.ctxDone, errors.Is(err, context.Canceled), "%v", err)
 			default:
 				require.NoError(t, err)
 			}
