@@ -125,9 +125,9 @@ func (e *Env) init() {
 // has returned nil the change is made whatever ctx does.
 //
 // Transactions take turns: fn runs when the previous transaction's
-// function has returned, and sees its writes, so fn may choose what to write from
-// what it reads without a lock of its own. Their commits are made
-// durable together (a batch shares its fsyncs), each its own commit with
+// function has returned, and sees its writes, so fn may choose what to
+// write from what it reads without a lock of its own. Their commits are
+// made durable together (a batch shares its fsyncs), each its own commit with
 // its own message, in turn order. If fn returns an error or panics,
 // nothing was written: Update returns the error, or the panic continues
 // once the turn is given up. A path that is empty, not clean, outside

@@ -126,9 +126,9 @@ type Options struct {
 	// ShutdownTimeout more for a call left inside an Update's function,
 	// which holds the config: hand edits then wait for the next start),
 	// releases the state file, the registry entry and the lock, and
-	// returns, so the process exits. That is a crash for that call: its change is all or
-	// nothing, the next start recovers it, and no change acknowledged to
-	// a client is lost.
+	// returns, so the process exits. That is a crash for that call: its
+	// change is all or nothing, the next start recovers it, and no change
+	// acknowledged to a client is lost.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger // nil = discard; binaries pass a stderr logger
 
