@@ -51,15 +51,15 @@ func BenchmarkChangeShapes(b *testing.B) {
 	}
 	var lone, merged time.Duration
 	var lones, mergeds int
-	pending := ""
+	renamed := false // a merged barrier's rename waits for its directory's fsync
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
 		if (i/50)%2 == 0 {
-			if pending != "" { // end the merged run: its last rename's barrier
+			if renamed { // end the merged run: its last rename's barrier
 				if err := barrier.Sync(barrier.DirOp(dir)); err != nil {
 					b.Fatal(err)
 				}
-				pending = ""
+				renamed = false
 				start = time.Now()
 			}
 			if _, err := journal.Write(record); err != nil {
@@ -85,7 +85,7 @@ func BenchmarkChangeShapes(b *testing.B) {
 		}
 		f, p := temp()
 		ops := []barrier.Op{barrier.FileOp(journal), barrier.FileOp(f)}
-		if pending != "" {
+		if renamed {
 			ops = append(ops, barrier.DirOp(dir))
 		}
 		if err := barrier.Sync(ops...); err != nil {
@@ -95,7 +95,7 @@ func BenchmarkChangeShapes(b *testing.B) {
 		if err := os.Rename(p, target); err != nil {
 			b.Fatal(err)
 		}
-		pending = p
+		renamed = true
 		merged += time.Since(start)
 		mergeds++
 	}
