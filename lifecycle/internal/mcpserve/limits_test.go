@@ -144,23 +144,25 @@ func TestSessionCap(t *testing.T) {
 	assert.EqualValues(t, 1, s.stats.evicted.Load())
 }
 
+// batchOf returns a JSON-RPC batch of n tools/list requests.
+func batchOf(n int) string {
+	msgs := make([]string, n)
+	for i := range msgs {
+		msgs[i] = strings.TrimSpace(rpc(100+i, "tools/list", map[string]any{}))
+	}
+	return "[" + strings.Join(msgs, ",") + "]"
+}
+
 // TestSessionVersionGovernsBatches: a session's negotiated version decides
 // whether it may send a batch, with or without the version header; a
 // 2025-03-26 session's batches are capped in count and answer size.
 func TestSessionVersionGovernsBatches(t *testing.T) {
-	batch := func(n int) string {
-		msgs := make([]string, n)
-		for i := range msgs {
-			msgs[i] = strings.TrimSpace(rpc(100+i, "tools/list", map[string]any{}))
-		}
-		return "[" + strings.Join(msgs, ",") + "]"
-	}
 	s := serveHTTP(t, Options{Limits: Limits{MaxBatch: 5, MaxBatchReplyBytes: 2000}})
 	for _, header := range []string{"", "2025-03-26"} {
 		t.Run("2025-11-25 session, header "+header, func(t *testing.T) {
 			c := s.initialized(t, "2025-11-25")
 			c.version = header
-			resp, body := c.post(t, batch(3))
+			resp, body := c.post(t, batchOf(3))
 			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
 			var msg rpcResponse
 			require.NoError(t, json.Unmarshal(body, &msg), "a JSON-RPC error: %s", body)
@@ -171,15 +173,15 @@ func TestSessionVersionGovernsBatches(t *testing.T) {
 	}
 	t.Run("2025-03-26 session", func(t *testing.T) {
 		c := s.initialized(t, "2025-03-26")
-		resp, body := c.post(t, batch(2))
+		resp, body := c.post(t, batchOf(2))
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 		assert.Equal(t, 2, strings.Count(string(body), `"tools"`), "both answered: %s", body)
 
-		resp, body = c.post(t, batch(6))
+		resp, body = c.post(t, batchOf(6))
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "over MaxBatch: %s", body)
 		assert.Contains(t, string(body), "more than 5 messages")
 
-		resp, body = c.post(t, batch(5))
+		resp, body = c.post(t, batchOf(5))
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 		answered := strings.Count(string(body), `"tools"`)
 		assert.Positive(t, answered)
@@ -188,10 +190,37 @@ func TestSessionVersionGovernsBatches(t *testing.T) {
 	})
 	t.Run("no session", func(t *testing.T) {
 		c := &rawClient{url: s.url, token: "tok"}
-		resp, body := c.post(t, batch(2))
+		resp, body := c.post(t, batchOf(2))
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
 		assert.Contains(t, string(body), "must belong to a session")
 	})
+}
+
+// TestRefusedBatchHasNullID: every refusal of a batch is a JSON-RPC error
+// with "id": null, as JSON-RPC 2.0 requires of an error whose request's id
+// could not be determined.
+func TestRefusedBatchHasNullID(t *testing.T) {
+	s := serveHTTP(t, Options{Limits: Limits{MaxBatch: 2}})
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) *rawClient
+		body   string
+	}{
+		{"version forbids", func(t *testing.T) *rawClient { return s.initialized(t, "2025-11-25") }, batchOf(1)},
+		{"no session", func(*testing.T) *rawClient { return &rawClient{url: s.url, token: "tok"} }, batchOf(1)},
+		{"over MaxBatch", func(t *testing.T) *rawClient { return s.initialized(t, "2025-03-26") }, batchOf(3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := tc.client(t).post(t, tc.body)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+			var msg map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(body, &msg), "a JSON-RPC error: %s", body)
+			assert.Contains(t, msg, "error", "%s", body)
+			id, ok := msg["id"]
+			require.True(t, ok, "the error has an id member: %s", body)
+			assert.Equal(t, "null", string(id))
+		})
+	}
 }
 
 // TestBatchRefusedUnread: a batch the version forbids is refused from its

@@ -301,8 +301,13 @@ func (h *httpServer) refuseBatch(w http.ResponseWriter, msg string) {
 	h.log.Debug("HTTP batch refused", "reason", msg)
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseGrace))
-	resp := &jsonrpc.Response{Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}}
-	data, err := jsonrpc.EncodeMessage(resp)
+	// JSON-RPC 2.0 wants "id": null on an error whose request's id is not
+	// known, as a batch's is not; jsonrpc.EncodeMessage would leave it out.
+	data, err := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      *struct{}      `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}})
 	if err != nil {
 		http.Error(w, msg, http.StatusBadRequest)
 		return
