@@ -255,7 +255,7 @@ func (s *Store) iterate() bool {
 	s.mu.Lock()
 	err := s.writable("apply")
 	if err == nil && s.jr == nil {
-		err = fmt.Errorf("gitstore: apply in %s: the store is closed", s.dir)
+		err = fmt.Errorf("apply in %s: %w", s.dir, ErrClosed)
 	}
 	if err == nil {
 		err = s.jr.broken

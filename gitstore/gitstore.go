@@ -80,6 +80,10 @@ var (
 	ErrBadRevision = errors.New("gitstore: bad revision")
 	// ErrReadOnly: a Store opened with Options.ReadOnly was asked to write.
 	ErrReadOnly = errors.New("gitstore: opened read-only")
+	// ErrClosed: a Store was asked to write after Close, or Close came
+	// before a staged commit was applied. Nothing was written; open the
+	// store again to write.
+	ErrClosed = errors.New("gitstore: the store is closed")
 )
 
 // RevisionError reports a revision that does not name a commit.
@@ -168,6 +172,7 @@ type Store struct {
 	headHash, tip, tipTree plumbing.Hash
 	staged                 []*Staged
 	jr                     *journal         // nil when ReadOnly, and after Close
+	closed                 atomic.Bool      // Close has run: writes are refused (ErrClosed)
 	seq                    uint64           // of the last journal record
 	records                []*appliedRecord // in the journal, not flushed
 	retiring               []*appliedRecord // being flushed, in the inactive journal file
@@ -442,10 +447,12 @@ func (s *Store) Repairs() []string { return s.repairs }
 // Close flushes the journal to the repository (see Flush), drops any
 // commit staged and not applied, and releases the store. When the flush
 // fails the journal stays, and the next Open writes it. It is safe to
-// call more than once.
+// call more than once. Once it has returned, every method that writes
+// returns an error matching ErrClosed and writes nothing; reads go on.
 func (s *Store) Close() error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
+	defer s.closed.Store(true)
 	var err error
 	if s.jr != nil {
 		// Put the files of a batch renamed last in place, then flush.
@@ -455,7 +462,7 @@ func (s *Store) Close() error {
 		s.loopMu.Lock()
 		s.jrMu.Lock()
 		s.mu.Lock()
-		s.dropStaged(fmt.Errorf("gitstore: %s was closed", s.dir))
+		s.dropStaged(fmt.Errorf("gitstore: %s was closed before the commit was applied: %w", s.dir, ErrClosed))
 		err = errors.Join(err, s.jr.close())
 		s.jr = nil
 		s.mu.Unlock()
@@ -479,11 +486,15 @@ func (s *Store) repaired(format string, args ...any) {
 	s.repairs = append(s.repairs, msg)
 }
 
-// writable returns an error matching ErrReadOnly for a read-only store; op
-// names the refused operation.
+// writable returns an error matching ErrReadOnly for a read-only store,
+// and one matching ErrClosed for a closed one; op names the refused
+// operation.
 func (s *Store) writable(op string) error {
 	if s.opts.ReadOnly {
 		return fmt.Errorf("%s in %s: %w (open it without Options.ReadOnly, holding the home lock)", op, s.dir, ErrReadOnly)
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("%s in %s: %w (open it again to write)", op, s.dir, ErrClosed)
 	}
 	return nil
 }

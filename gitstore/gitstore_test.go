@@ -547,3 +547,31 @@ func TestIsFanOut(t *testing.T) {
 		assert.Equal(t, want, gitstore.IsFanOut(name), name)
 	}
 }
+
+// TestWriteAfterClose: once Close has returned, every method that writes
+// refuses with ErrClosed and writes nothing, though the work tree has a
+// change to commit; reads go on.
+func TestWriteAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, nil)
+	require.NoError(t, err)
+	write(t, dir, "a.yaml", "a: 1\n")
+	head, err := s.Commit("one")
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	write(t, dir, "a.yaml", "a: 2\n")
+	before := dirHash(t, dir)
+	_, err = s.Commit("two")
+	assert.ErrorIs(t, err, gitstore.ErrClosed)
+	_, err = s.Stage("two", []gitstore.Change{{Path: "b.yaml", Data: []byte("b: 1\n")}})
+	assert.ErrorIs(t, err, gitstore.ErrClosed)
+	assert.ErrorIs(t, s.Restore("a.yaml", "HEAD"), gitstore.ErrClosed)
+	_, err = s.Rollback("HEAD", "two")
+	assert.ErrorIs(t, err, gitstore.ErrClosed)
+	assert.ErrorIs(t, s.Tag("two", ""), gitstore.ErrClosed)
+	assert.Equal(t, before, dirHash(t, dir), "nothing written")
+	got, err := s.Head()
+	require.NoError(t, err)
+	assert.Equal(t, head, got)
+}

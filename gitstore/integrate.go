@@ -484,7 +484,7 @@ func (s *Store) filesUnder(h plumbing.Hash, prefix string) ([]treeFile, error) {
 // holds s.mu.
 func (s *Store) stagePlan(p *integrationPlan, msg string) (*Staged, error) {
 	if s.jr == nil {
-		return nil, fmt.Errorf("gitstore: merge in %s: the store is closed", s.dir)
+		return nil, fmt.Errorf("merge in %s: %w", s.dir, ErrClosed)
 	}
 	var added []plumbing.Hash
 	keep := func(h plumbing.Hash, obj plumbing.EncodedObject) {

@@ -108,7 +108,7 @@ func (s *Store) Stage(msg string, changes []Change) (*Staged, error) {
 		return nil, err
 	}
 	if s.jr == nil {
-		return nil, fmt.Errorf("gitstore: stage in %s: the store is closed", s.dir)
+		return nil, fmt.Errorf("stage in %s: %w", s.dir, ErrClosed)
 	}
 	if _, journaled := s.overlay[plumbing.ReferenceName(s.branch)]; !journaled && len(s.staged) == 0 {
 		// Nothing in the journal: the ref on disk is HEAD, wherever
