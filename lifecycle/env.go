@@ -145,7 +145,20 @@ func (e *Env) init() {
 // a server that is not the active writer refuses the change, and one that
 // lost its term meanwhile does not acknowledge it (both a
 // *NotActiveError, matching ErrNotActive; the second names the commit).
+//
+// Once the home is closed (OpenHome's close func was called, or
+// Harness.Run returned), Update, Commit and Rollback change nothing and
+// return an error matching gitstore.ErrClosed that says so.
 func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (string, error) {
+	return e.update(ctx, msg, fn, nil)
+}
+
+// update is Update; call, if not nil, names the Env method and arguments
+// the caller used, for the error of a closed home (Update's, when nil).
+func (e *Env) update(ctx context.Context, msg string, fn func(tx *Tx) error, call func() string) (string, error) {
+	if call == nil {
+		call = func() string { return fmt.Sprintf("Update(ctx, %q, fn)", msg) }
+	}
 	switch {
 	case ctx == nil:
 		return "", fmt.Errorf("lifecycle: Update(nil, %q, fn): pass a context, such as context.Background()", msg)
@@ -167,7 +180,7 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 	}
 	staged, paths, err := e.prepare(msg, fn)
 	if err != nil {
-		return "", e.failed(msg, paths, "unchanged", err)
+		return "", e.failed(msg, paths, "unchanged", e.closed(call, err))
 	}
 	if staged == nil {
 		return "", nil
@@ -185,7 +198,7 @@ func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (st
 		if errors.Is(err, gitstore.ErrRemote) {
 			return "", fmt.Errorf("lifecycle: %q was not made: %w", msg, err)
 		}
-		return "", e.failed(msg, paths, "unchanged", err)
+		return "", e.failed(msg, paths, "unchanged", e.closed(call, err))
 	}
 	if err := e.beforeAck(ctx, msg, staged.Hash()); err != nil {
 		return "", err
@@ -368,6 +381,18 @@ func (e *Env) stagedPaths() map[string]bool {
 // abs returns the absolute path of rel, a checked config path.
 func (e *Env) abs(rel string) string { return filepath.Join(e.ConfigDir, filepath.FromSlash(rel)) }
 
+// closed returns err, or, when it matches gitstore.ErrClosed, an error in
+// the terms of call (the Env method and its arguments) that says the home
+// is closed and what to do.
+func (e *Env) closed(call func() string, err error) error {
+	if !errors.Is(err, gitstore.ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("lifecycle: %s: the home %s is closed (OpenHome's close func was called, or Harness.Run returned), "+
+		"so nothing was changed: open it again with lifecycle.OpenHome, or make the change while Run serves: %w",
+		call(), e.Home, gitstore.ErrClosed)
+}
+
 // failed describes an update that did not happen: what it was, the files
 // it touched and what became of them, and, for a disk or permission error,
 // what to do about it.
@@ -418,7 +443,7 @@ func (e *Env) commit(ctx context.Context, msg string) (string, error) {
 	defer func() { <-e.turn }()
 	hash, err := e.Store.Commit(msg)
 	if err != nil {
-		return "", withRemedy(err, e.Home)
+		return "", withRemedy(e.closed(func() string { return fmt.Sprintf("Commit(%q)", msg) }, err), e.Home)
 	}
 	return hash, nil
 }
@@ -442,7 +467,7 @@ func (e *Env) State() statefile.State {
 // are left alone. rev is resolved in the transaction's turn, with every
 // change before it applied: HEAD~1 names the commit before the last.
 func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
-	return e.Update(ctx, "rollback to "+rev, func(tx *Tx) error {
+	return e.update(ctx, "rollback to "+rev, func(tx *Tx) error {
 		// The commits staged before this turn, applied: HEAD is the last.
 		if err := e.Store.Apply(); err != nil {
 			return err
@@ -484,7 +509,7 @@ func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
 			}
 		}
 		return nil
-	})
+	}, func() string { return fmt.Sprintf("Rollback(ctx, %q)", rev) })
 }
 
 // configFiles lists the regular files of the config work tree, relative to
@@ -518,7 +543,8 @@ func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
 // (mcpkeep rollback, doctor --fix). It returns a *LockedError while a server
 // runs. Like Run, it logs each stale lock file it reclaimed as a warning,
 // and the config store logs what it repaired. Close the Env with the
-// returned func.
+// returned func, which gives up the lock: after it, a change through the
+// Env returns an error matching gitstore.ErrClosed.
 func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

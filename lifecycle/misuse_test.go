@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
@@ -193,4 +194,89 @@ func TestToolPanicFailsTheCall(t *testing.T) {
 	require.NoError(t, err, "the server serves on")
 	assert.False(t, res.IsError)
 	require.NoError(t, r.stop(t))
+}
+
+// TestChangeAfterClose: a change through an Env whose home was closed
+// (OpenHome's close func was called, or Harness.Run returned) is an error
+// from the call made, matching gitstore.ErrClosed, that says the home is
+// closed, that nothing was changed and what to do; it commits nothing, a
+// hand edit waiting in the work tree included.
+func TestChangeAfterClose(t *testing.T) {
+	homes := []struct {
+		name  string
+		close func(t *testing.T) *lifecycle.Env // returns the closed home's Env
+	}{
+		{"OpenHome's close func", func(t *testing.T) *lifecycle.Env {
+			env, _, closeEnv := openUpdateHome(t)
+			require.NoError(t, closeEnv())
+			return env
+		}},
+		{"Harness.Run returned", func(t *testing.T) *lifecycle.Env {
+			opts := options(t)
+			var env *lifecycle.Env
+			opts.NewServer = func(e *lifecycle.Env) (*mcp.Server, error) {
+				env = e
+				return newServer(e)
+			}
+			require.NoError(t, run(t, opts).stop(t))
+			return env
+		}},
+	}
+	changes := []struct {
+		call   string // as the error names it
+		change func(ctx context.Context, env *lifecycle.Env) error
+	}{
+		{`Update(ctx, "m", fn)`, func(ctx context.Context, env *lifecycle.Env) error {
+			_, err := env.Update(ctx, "m", func(tx *lifecycle.Tx) error { return tx.WriteFile("new.yaml", []byte("new: 1\n")) })
+			return err
+		}},
+		{`Commit("m")`, func(_ context.Context, env *lifecycle.Env) error {
+			_, err := env.Commit("m")
+			return err
+		}},
+		{`Rollback(ctx, "HEAD~1")`, func(ctx context.Context, env *lifecycle.Env) error {
+			_, err := env.Rollback(ctx, "HEAD~1")
+			return err
+		}},
+	}
+	for _, home := range homes {
+		for _, c := range changes {
+			t.Run(home.name+"/"+c.call, func(t *testing.T) {
+				env := home.close(t)
+				require.NotNil(t, env)
+				// Something to change for each: a hand edit to commit,
+				// and a commit before HEAD to roll back to.
+				store, err := gitstore.Open(env.ConfigDir, &gitstore.Options{HoldsLock: true})
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(env.ConfigDir, "hand.yaml"), []byte("by: hand\n"), 0o600))
+				_, err = store.Commit("a second commit")
+				require.NoError(t, err)
+				require.NoError(t, store.Close())
+				require.NoError(t, os.WriteFile(filepath.Join(env.ConfigDir, "hand.yaml"), []byte("by: hand, again\n"), 0o600))
+				before := gitHead(t, env.ConfigDir)
+
+				err = c.change(t.Context(), env)
+				require.ErrorIs(t, err, gitstore.ErrClosed)
+				for _, s := range []string{"lifecycle: " + c.call + ": ", "the home " + env.Home + " is closed",
+					"nothing was changed", "open it again with lifecycle.OpenHome"} {
+					assert.Contains(t, err.Error(), s)
+				}
+				assert.Equal(t, before, gitHead(t, env.ConfigDir), "nothing committed")
+				_, err = os.Stat(filepath.Join(env.ConfigDir, "new.yaml"))
+				assert.ErrorIs(t, err, os.ErrNotExist, "nothing written")
+			})
+		}
+	}
+}
+
+// gitHead returns the commit HEAD names in the repository at dir, as a
+// new reader of it sees it.
+func gitHead(t *testing.T, dir string) string {
+	t.Helper()
+	store, err := gitstore.Open(dir, &gitstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer store.Close()
+	head, err := store.Head()
+	require.NoError(t, err)
+	return head
 }
