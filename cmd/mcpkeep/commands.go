@@ -34,7 +34,9 @@ type serverOut struct {
 	Stdio   bool   `json:"stdio"`
 	URL     string `json:"url,omitempty"`
 	// HTTPSessions and HTTPConnections are the HTTP endpoint's live
-	// sessions and open connections at the last health check.
+	// sessions and open connections as of the last health check
+	// (Health.CheckedAt), up to a health interval old; /healthz has
+	// them live.
 	HTTPSessions    *int              `json:"http_sessions,omitempty"`
 	HTTPConnections *int              `json:"http_connections,omitempty"`
 	StartedAt       time.Time         `json:"started_at"`
@@ -197,7 +199,13 @@ func statusText(o statusOut) string {
 		if s.URL != "" {
 			fmt.Fprintf(&b, " http=%s", s.URL)
 			if s.HTTPSessions != nil && s.HTTPConnections != nil {
-				fmt.Fprintf(&b, " (%d sessions, %d connections at the last health check)", *s.HTTPSessions, *s.HTTPConnections)
+				// The health check writes the counts: they can be a
+				// health interval old, where /healthz's are live.
+				fmt.Fprintf(&b, " (%d sessions, %d connections as of the last health check", *s.HTTPSessions, *s.HTTPConnections)
+				if s.Health != nil {
+					fmt.Fprintf(&b, ", %s", s.Health.CheckedAt.Local().Format(time.DateTime))
+				}
+				b.WriteString("; /healthz has them live)")
 			}
 		}
 		b.WriteString("\n")
