@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -167,4 +168,52 @@ func TestHTTPAcceptsNotificationsAndResponses(t *testing.T) {
 	_, list := c.call(t, rpc(1, "tools/list", map[string]any{}))
 	require.Nil(t, list.Error, "the session goes on")
 	assert.Contains(t, string(list.Result), `"slow_echo"`)
+}
+
+// TestHTTPRequestWithoutSession: with sessions, a request other than
+// initialize that carries no Mcp-Session-Id gets 400 and a JSON-RPC error
+// that says to initialize first (Streamable HTTP, "Session Management"),
+// and opens no session; the go-sdk answered 200 with "method is invalid
+// during session initialization". Stateless serving answers it.
+func TestHTTPRequestWithoutSession(t *testing.T) {
+	for _, mode := range []Mode{ModeBoth, ModeSessions} {
+		t.Run(fmt.Sprintf("mode %d", mode), func(t *testing.T) {
+			s := serveHTTP(t, Options{Mode: mode})
+			for _, tt := range []struct {
+				name, body, id string
+			}{
+				{"request", rpc(7, "tools/list", map[string]any{}), "7"},
+				{"string id", `{"jsonrpc":"2.0","id":"a","method":"ping"}`, `"a"`},
+				{"notification", mcptest.Initialized, "null"},
+			} {
+				t.Run(tt.name, func(t *testing.T) {
+					for _, version := range []string{"", "2025-06-18"} {
+						c := &rawClient{url: s.url, token: "tok", version: version}
+						resp, body := c.post(t, tt.body)
+						require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+						assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+						var msg rpcResponse
+						require.NoError(t, json.Unmarshal(body, &msg), "%s", body)
+						assert.JSONEq(t, tt.id, string(msg.ID))
+						require.NotNil(t, msg.Error, "%s", body)
+						assert.EqualValues(t, -32600, msg.Error.Code)
+						assert.Contains(t, msg.Error.Message, "send initialize first")
+						assert.Contains(t, msg.Error.Message, "Mcp-Session-Id")
+					}
+				})
+			}
+			assert.Zero(t, s.stats.opened.Load(), "sessions opened")
+			assert.Zero(t, s.stats.Sessions())
+			for range s.server.Sessions() {
+				t.Error("the go-sdk holds a session")
+			}
+		})
+	}
+	t.Run("stateless", func(t *testing.T) {
+		s := serveHTTP(t, Options{Mode: ModeStateless})
+		c := &rawClient{url: s.url, token: "tok", version: "2025-06-18"}
+		_, list := c.call(t, rpc(7, "tools/list", map[string]any{}))
+		require.Nil(t, list.Error)
+		assert.Contains(t, string(list.Result), `"slow_echo"`)
+	})
 }

@@ -156,7 +156,8 @@ func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *sessio
 // serveFirst serves a POST without a session: an initialize opens one;
 // a 2026-07-28 request, or server/discover, goes to the stateless handler
 // (unless Mode is ModeSessions, where the go-sdk answers with the versions
-// it serves with sessions).
+// it serves with sessions); any other request or notification gets 400
+// and a JSON-RPC error saying to initialize first, and opens no session.
 func (h *httpServer) serveFirst(w http.ResponseWriter, r *http.Request, data []byte) {
 	if r.Header.Get(versionHeader) >= firstStatelessVersion {
 		if h.opts.Mode == ModeBoth {
@@ -167,7 +168,8 @@ func (h *httpServer) serveFirst(w http.ResponseWriter, r *http.Request, data []b
 		return
 	}
 	var msg struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 		Params struct {
 			ProtocolVersion string                     `json:"protocolVersion"`
 			Meta            map[string]json.RawMessage `json:"_meta"`
@@ -180,8 +182,17 @@ func (h *httpServer) serveFirst(w http.ResponseWriter, r *http.Request, data []b
 		h.serveInitialize(w, r, msg.Params.ProtocolVersion)
 	case h.opts.Mode == ModeBoth && (msg.Method == "server/discover" || newProtocol):
 		h.stateless.ServeHTTP(w, r)
+	case newProtocol:
+		h.stateful.ServeHTTP(w, r) // ModeSessions: the go-sdk answers with the versions it serves
 	default:
-		h.stateful.ServeHTTP(w, r)
+		// The go-sdk would open a session for it and answer, with 200,
+		// that the method is invalid before initialize. The spec (Streamable
+		// HTTP, "Session Management") wants 400 for a request without the
+		// session ID a server requires.
+		h.log.Debug("HTTP request without a session refused", "method", msg.Method, "remote", r.RemoteAddr)
+		writeRPCError(w, http.StatusBadRequest, msg.ID, jsonrpc.CodeInvalidRequest,
+			"this server serves initialize-era clients with sessions: send initialize first, "+
+				"then put the Mcp-Session-Id it returned on every request")
 	}
 }
 
@@ -301,19 +312,29 @@ func (h *httpServer) refuseBatch(w http.ResponseWriter, msg string) {
 	h.log.Debug("HTTP batch refused", "reason", msg)
 	w.Header().Set("Connection", "close")
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseGrace))
-	// JSON-RPC 2.0 wants "id": null on an error whose request's id is not
-	// known, as a batch's is not; jsonrpc.EncodeMessage would leave it out.
+	writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, msg)
+}
+
+// writeRPCError answers with status and a JSON-RPC error response to the
+// request whose id is id, as it appeared in the request. JSON-RPC 2.0
+// wants "id": null when the request's id is not known (a batch's, a
+// notification's, a message that could not be read); jsonrpc.EncodeMessage
+// would leave it out.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
+	if !json.Valid(id) {
+		id = json.RawMessage("null")
+	}
 	data, err := json.Marshal(struct {
-		JSONRPC string         `json:"jsonrpc"`
-		ID      *struct{}      `json:"id"`
-		Error   *jsonrpc.Error `json:"error"`
-	}{"2.0", nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: msg}})
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *jsonrpc.Error  `json:"error"`
+	}{"2.0", id, &jsonrpc.Error{Code: code, Message: msg}})
 	if err != nil {
-		http.Error(w, msg, http.StatusBadRequest)
+		http.Error(w, msg, status)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(status)
 	w.Write(data)
 }
 
