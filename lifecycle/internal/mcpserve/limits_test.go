@@ -196,9 +196,9 @@ func TestSessionVersionGovernsBatches(t *testing.T) {
 	})
 }
 
-// TestRefusedBatchHasNullID: every refusal of a batch is a JSON-RPC error
-// with "id": null, as JSON-RPC 2.0 requires of an error whose request's id
-// could not be determined.
+// TestRefusedBatchHasNullID: every refusal of a batch, an empty one
+// included, is a JSON-RPC Invalid Request error with "id": null, as JSON-RPC
+// 2.0 requires of an error whose request's id could not be determined.
 func TestRefusedBatchHasNullID(t *testing.T) {
 	s := serveHTTP(t, Options{Limits: Limits{MaxBatch: 2}})
 	for _, tc := range []struct {
@@ -209,13 +209,17 @@ func TestRefusedBatchHasNullID(t *testing.T) {
 		{"version forbids", func(t *testing.T) *rawClient { return s.initialized(t, "2025-11-25") }, batchOf(1)},
 		{"no session", func(*testing.T) *rawClient { return &rawClient{url: s.url, token: "tok"} }, batchOf(1)},
 		{"over MaxBatch", func(t *testing.T) *rawClient { return s.initialized(t, "2025-03-26") }, batchOf(3)},
+		{"empty", func(t *testing.T) *rawClient { return s.initialized(t, "2025-03-26") }, "[]"},
+		{"empty, spaced", func(t *testing.T) *rawClient { return s.initialized(t, "2025-03-26") }, " [ \n ] "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, body := tc.client(t).post(t, tc.body)
 			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
 			var msg map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(body, &msg), "a JSON-RPC error: %s", body)
-			assert.Contains(t, msg, "error", "%s", body)
+			var rpcErr struct{ Code int }
+			require.NoError(t, json.Unmarshal(msg["error"], &rpcErr), "%s", body)
+			assert.Equal(t, -32600, rpcErr.Code, "Invalid Request: %s", body)
 			id, ok := msg["id"]
 			require.True(t, ok, "the error has an id member: %s", body)
 			assert.Equal(t, "null", string(id))

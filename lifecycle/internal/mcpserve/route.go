@@ -127,7 +127,14 @@ func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	_ = rc.SetReadDeadline(time.Time{}) // an answer may stream for long: no deadline on the connection
 	if batch {
-		if n, err := countBatch(data, h.limits.MaxBatch); err == nil && h.limits.MaxBatch > 0 && n > h.limits.MaxBatch {
+		n, err := countBatch(data, h.limits.MaxBatch)
+		switch {
+		case err == nil && n == 0:
+			// The go-sdk answers "malformed payload" in plain text;
+			// JSON-RPC 2.0 wants an Invalid Request error.
+			h.refuseBatch(w, "empty JSON-RPC batch: a batch must hold at least one message")
+			return
+		case err == nil && h.limits.MaxBatch > 0 && n > h.limits.MaxBatch:
 			h.refuseBatch(w, fmt.Sprintf("this JSON-RPC batch has more than %d messages, the most the server takes in one POST", h.limits.MaxBatch))
 			return
 		}
