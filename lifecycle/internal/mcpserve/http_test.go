@@ -217,3 +217,49 @@ func TestHTTPRequestWithoutSession(t *testing.T) {
 		assert.Contains(t, string(list.Result), `"slow_echo"`)
 	})
 }
+
+// TestHTTPUnknownMethod: a request of a method the server does not serve
+// gets the JSON-RPC Method not found error with its id, not the go-sdk's
+// plain text, and the session goes on.
+func TestHTTPUnknownMethod(t *testing.T) {
+	s := serveHTTP(t, Options{})
+	for _, tt := range []struct {
+		name   string
+		client func(t *testing.T) *rawClient
+	}{
+		{"2025-06-18 session", func(t *testing.T) *rawClient {
+			c := s.initialized(t, "2025-06-18")
+			c.version = "2025-06-18"
+			return c
+		}},
+		{"2025-03-26 session, no version header", func(t *testing.T) *rawClient { return s.initialized(t, "2025-03-26") }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.client(t)
+			resp, body := c.post(t, rpc(9, "nosuch/method", map[string]any{}))
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+			assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+			var msg rpcResponse
+			require.NoError(t, json.Unmarshal(body, &msg), "a JSON-RPC error: %s", body)
+			assert.JSONEq(t, "9", string(msg.ID))
+			require.NotNil(t, msg.Error, "%s", body)
+			assert.EqualValues(t, -32601, msg.Error.Code)
+			assert.Contains(t, msg.Error.Message, `"nosuch/method"`)
+
+			_, list := c.call(t, rpc(10, "tools/list", map[string]any{}))
+			require.Nil(t, list.Error, "the session goes on")
+		})
+	}
+	t.Run("other refusals pass through", func(t *testing.T) {
+		c := s.initialized(t, "2025-06-18")
+		req := c.request(t, rpc(11, "tools/list", map[string]any{}))
+		req.Header.Set("Last-Event-ID", "0")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+		assert.Contains(t, string(body), "Last-Event-ID")
+	})
+}
