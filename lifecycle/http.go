@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"context"
 	"log/slog"
 	"reflect"
 	"time"
@@ -94,36 +93,15 @@ const (
 // go-sdk's per-session Info lines ("server session connected", "session
 // initialized", ...) at Debug: with many HTTP clients they would flood the
 // log. The transport logs one Info line a minute with the session counts
-// instead. Warnings and errors keep their level.
+// instead. A client's protocol mistake, which the go-sdk logs as an Error
+// ("duplicate initialized notification", ...), is logged at Info with
+// fault=client. Other warnings and errors keep their level.
 func SDKLogger(log *slog.Logger) *slog.Logger {
 	if log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return slog.New(demoteInfo{log.Handler()})
+	return slog.New(mcpserve.SDKHandler(log.Handler()))
 }
-
-// demoteInfo logs Info records at Debug.
-type demoteInfo struct{ slog.Handler }
-
-func (d demoteInfo) Enabled(ctx context.Context, l slog.Level) bool {
-	if l == slog.LevelInfo {
-		l = slog.LevelDebug
-	}
-	return d.Handler.Enabled(ctx, l)
-}
-
-func (d demoteInfo) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelInfo {
-		r.Level = slog.LevelDebug
-	}
-	return d.Handler.Handle(ctx, r)
-}
-
-func (d demoteInfo) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return demoteInfo{d.Handler.WithAttrs(attrs)}
-}
-
-func (d demoteInfo) WithGroup(name string) slog.Handler { return demoteInfo{d.Handler.WithGroup(name)} }
 
 // ProtocolVersion returns the MCP protocol version a request's client
 // speaks: the one the request carries in its _meta (2026-07-28 and

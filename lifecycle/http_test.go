@@ -76,8 +76,8 @@ func TestNewChecksHTTPMode(t *testing.T) {
 	assert.Contains(t, err.Error(), "Options.HTTPMode")
 }
 
-// TestSDKLogger: the go-sdk's Info lines are logged at Debug; warnings
-// keep their level.
+// TestSDKLogger: the go-sdk's Info lines are logged at Debug, a client's
+// mistake at Info; warnings and the server's errors keep their level.
 func TestSDKLogger(t *testing.T) {
 	var buf bytes.Buffer
 	log := lifecycle.SDKLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
@@ -91,6 +91,18 @@ func TestSDKLogger(t *testing.T) {
 	debug.Info("session initialized")
 	assert.Contains(t, buf.String(), "level=DEBUG")
 	assert.NotNil(t, lifecycle.SDKLogger(nil), "nil discards")
+
+	// A client's mistake is not the server's error.
+	buf.Reset()
+	log.Error("duplicate initialized notification")
+	assert.Contains(t, buf.String(), `level=INFO msg="duplicate initialized notification" fault=client`)
+	buf.Reset()
+	log.Error("server connect failed", "error", "boom")
+	assert.Contains(t, buf.String(), `level=ERROR msg="server connect failed"`, "a server error stays an Error")
+	buf.Reset()
+	quiet := lifecycle.SDKLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	quiet.Error("method invalid during initialization", "method", "tools/list")
+	assert.Empty(t, buf.String(), "Info is below the handler's level")
 }
 
 // TestProtocolVersion: a tool sees the version its client speaks, over
