@@ -44,8 +44,9 @@ func newHTTPServer(server *mcp.Server, stdio *mcp.ServerSession, opts Options, l
 	h := &httpServer{opts: opts, limits: limits, log: log, server: server, stdio: stdio, stats: stats}
 	getServer := func(*http.Request) *mcp.Server { return server }
 	// The body is read, bounded, before either handler sees it.
-	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log, MaxRequestBodyBytes: -1})
-	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: log, MaxRequestBodyBytes: -1, Stateless: true})
+	sdkLog := slog.New(transportHandler{log.Handler(), opts.Mode})
+	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: sdkLog, MaxRequestBodyBytes: -1})
+	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Logger: sdkLog, MaxRequestBodyBytes: -1, Stateless: true})
 	h.sessions = newSessionTable(limits, opts.clock, h.closeSession, stats, log)
 	h.ln = newConnLimiter(opts.Listener, limits.MaxConnections, stats)
 

@@ -3,6 +3,7 @@ package mcpserve
 import (
 	"context"
 	"log/slog"
+	"strings"
 )
 
 // SDKHandler wraps h for the go-sdk's loggers (mcp.ServerOptions.Logger):
@@ -55,3 +56,43 @@ func (d sdkHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (d sdkHandler) WithGroup(name string) slog.Handler { return sdkHandler{d.Handler.WithGroup(name)} }
+
+// transportHandler wraps h for the go-sdk's HTTP handlers
+// (mcp.StreamableHTTPOptions.Logger): where the go-sdk tells of a
+// 2026-07-28 request it refused in terms of its own options
+// ("set StreamableHTTPOptions.Stateless = true"), which an operator
+// cannot set, it logs what the operator or the client can change.
+type transportHandler struct {
+	slog.Handler
+	mode Mode
+}
+
+// statelessHint is in the go-sdk's line for a 2026-07-28 request its
+// handler with sessions refused (go-sdk v1.8.0, mcp/streamable.go).
+const statelessHint = "StreamableHTTPOptions.Stateless"
+
+func (t transportHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.Contains(r.Message, statelessHint) {
+		r = slog.NewRecord(r.Time, slog.LevelInfo, "", r.PC)
+		if t.mode == ModeSessions {
+			r.Message = "HTTP: refused a 2026-07-28 request: this server serves initialize-era clients only " +
+				"(helios --http-mode sessions, lifecycle.Options.HTTPMode HTTPModeSessions); the client may fall back to initialize. " +
+				"To serve 2026-07-28 clients too, use --http-mode both (HTTPModeBoth, the default)"
+		} else {
+			r.Message = "HTTP: refused a 2026-07-28 request sent with an Mcp-Session-Id: 2026-07-28 requests belong to no session"
+			r.AddAttrs(slog.String("fault", "client"))
+		}
+		if !t.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return t.Handler.Handle(ctx, r)
+}
+
+func (t transportHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return transportHandler{t.Handler.WithAttrs(attrs), t.mode}
+}
+
+func (t transportHandler) WithGroup(name string) slog.Handler {
+	return transportHandler{t.Handler.WithGroup(name), t.mode}
+}
