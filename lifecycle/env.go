@@ -131,7 +131,8 @@ func (e *Env) init() {
 // its own message, in turn order. If fn returns an error or panics,
 // nothing was written: Update returns the error, or the panic continues
 // once the turn is given up. A path that is empty, not clean, outside
-// ConfigDir or in .git is refused by the Tx method given it (ErrBadPath).
+// ConfigDir or in .git is refused by the Tx method given it: a *PathError,
+// matching lifecycle.ErrBadPath (this package's, not gitstore.ErrBadPath).
 // A disk error is returned naming the files and what to do; a change that
 // reached the disk but whose files could not all be put in place is
 // returned with its hash and an error saying the next change, or the next

@@ -14,7 +14,9 @@ import (
 	"github.com/mcpkeep/mcpkeep/gitstore"
 )
 
-// ErrBadPath is matched by every *PathError.
+// ErrBadPath is matched by every *PathError: a path a Tx method refused.
+// It is lifecycle.ErrBadPath, not gitstore.ErrBadPath, which a *PathError
+// does not match.
 var ErrBadPath = errors.New("lifecycle: bad config path")
 
 // PathError reports a path a transaction refused. Nothing was written:
@@ -30,7 +32,7 @@ func (e *PathError) Error() string {
 	return fmt.Sprintf("lifecycle: tx.%s(%q): %s", e.Op, e.Path, e.Reason)
 }
 
-// Unwrap returns ErrBadPath.
+// Unwrap returns lifecycle.ErrBadPath.
 func (e *PathError) Unwrap() error { return ErrBadPath }
 
 // Tx is the transaction of one Env.Update: the function given to Update
