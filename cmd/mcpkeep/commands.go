@@ -201,7 +201,7 @@ func statusText(o statusOut) string {
 			if s.HTTPSessions != nil && s.HTTPConnections != nil {
 				// The health check writes the counts: they can be a
 				// health interval old, where /healthz's are live.
-				fmt.Fprintf(&b, " (%d sessions, %d connections as of the last health check", *s.HTTPSessions, *s.HTTPConnections)
+				fmt.Fprintf(&b, " (%s, %s as of the last health check", count(*s.HTTPSessions, "session"), count(*s.HTTPConnections, "connection"))
 				if s.Health != nil {
 					fmt.Fprintf(&b, ", %s", s.Health.CheckedAt.Local().Format(time.DateTime))
 				}
@@ -273,14 +273,26 @@ func writeRole(b *strings.Builder, c *statefile.Cluster) {
 	}
 }
 
+// count says n of what, "1 session" or "2 sessions".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 // writeSessions writes the sessions attached to the writer, one a line.
 func writeSessions(b *strings.Builder, s *serverOut) {
 	if s.Socket == "" {
 		b.WriteString("attached:  none (the server takes no attached clients)\n")
 		return
 	}
-	if len(s.Sessions) == 0 {
+	switch {
+	case len(s.Sessions) == 0 && s.Stdio:
 		b.WriteString("attached:  none (the server's own client only)\n")
+		return
+	case len(s.Sessions) == 0: // --no-stdio: the server has no client of its own
+		b.WriteString("attached:  none\n")
 		return
 	}
 	for i, a := range s.Sessions {

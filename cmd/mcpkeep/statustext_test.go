@@ -1,0 +1,41 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// TestStatusTextWords: status counts in words that agree with the number
+// (1 session, 2 sessions), and says the server's own client is attached
+// only when it serves stdio, the only transport a client of its own uses.
+func TestStatusTextWords(t *testing.T) {
+	checked := time.Date(2026, 11, 25, 1, 2, 3, 0, time.UTC)
+	for _, tc := range []struct {
+		name                  string
+		stdio                 bool
+		sessions, connections int
+		want                  []string
+	}{
+		{"one each", true, 1, 1, []string{" (1 session, 1 connection as of the last health check, ", "attached:  none (the server's own client only)\n"}},
+		{"two each", true, 2, 2, []string{" (2 sessions, 2 connections as of ", "attached:  none (the server's own client only)\n"}},
+		{"none", true, 0, 0, []string{" (0 sessions, 0 connections as of "}},
+		{"no stdio", false, 1, 2, []string{" (1 session, 2 connections as of ", "attached:  none\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := tc.sessions, tc.connections
+			text := statusText(statusOut{Home: "/h", State: "ready", Server: &serverOut{
+				Name: "helios", PID: 1, Alive: true, Status: statefile.StatusReady, Stdio: tc.stdio,
+				URL: "http://127.0.0.1:1/mcp", HTTPSessions: &s, HTTPConnections: &c, Socket: "/h/mcp.sock",
+				Health: &statefile.Health{OK: true, CheckedAt: checked}}})
+			for _, w := range tc.want {
+				assert.Contains(t, text, w)
+			}
+			assert.Equal(t, tc.stdio, strings.Contains(text, "own client"), text)
+		})
+	}
+}
