@@ -19,7 +19,9 @@
 // to write beside it; sync prints the server's own last sync). No command
 // prints a bearer token, nor log lines: what a command repairs on its way,
 // such as a dead server's lock, is part of its output ("note:" lines, or
-// "notes" in JSON), and stderr carries one line, for an error.
+// "notes" in JSON), and stderr carries one line, for an error. In status
+// --json, server.http_sessions and server.http_connections are as of
+// server.health.checked_at, the last health check.
 //
 // mcpkeep helios is the helios MCP server itself, with helios's flags, its
 // exit statuses and its logs, linked with the etcd client: helios, which
@@ -152,7 +154,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("mcpkeep "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // run prints a usage error, as one line
-	fs.BoolVar(&c.json, "json", false, "print JSON")
+	jsonUsage := "print JSON"
+	if name == "status" {
+		jsonUsage += "; server.http_sessions and server.http_connections are as of server.health.checked_at, " +
+			"the last health check, up to a health interval old (/healthz has them live)"
+	}
+	fs.BoolVar(&c.json, "json", false, jsonUsage)
 	fs.Usage = func() {
 		for _, cmd := range commands {
 			if cmd.name == name {

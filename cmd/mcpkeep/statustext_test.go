@@ -39,3 +39,11 @@ func TestStatusTextWords(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusJSONHelp: status --help says when the JSON's HTTP counts were
+// taken, since they sit beside no time of their own.
+func TestStatusJSONHelp(t *testing.T) {
+	r := mcpkeep(t, "status", "--help")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "server.http_sessions and server.http_connections are as of server.health.checked_at")
+}
