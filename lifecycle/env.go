@@ -541,14 +541,22 @@ func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
 
 // OpenHome takes the lock of an installed home and opens its config store
 // without serving, for operator tools that must write beside no server
-// (mcpkeep rollback, doctor --fix). It returns a *LockedError while a server
-// runs. Like Run, it logs each stale lock file it reclaimed as a warning,
+// (mcpkeep rollback, doctor --fix). It installs no home: a path that is
+// not an installed one (starting with ~, which only a shell expands; a
+// file; a directory with no config repository, such as an empty one or
+// the user's home directory) is refused with an error matching ErrNotHome,
+// and a missing one with an error matching both ErrNotHome and
+// fs.ErrNotExist, before anything is created or written. It returns a
+// *LockedError while a server runs. Like Run, it logs each stale lock file it reclaimed as a warning,
 // and the config store logs what it repaired. Close the Env with the
 // returned func, which gives up the lock: after it, a change through the
 // Env returns an error matching gitstore.ErrClosed.
 func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkInstalled(home); err != nil {
+		return nil, nil, err // before the lock, which would create the path or write into it
 	}
 	lock, err := TryLock(home)
 	if err != nil {

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,9 +14,81 @@ import (
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 )
 
-// ErrNotHome: the home directory holds files that are not a home's, so it
-// is neither a new home nor an existing one.
+// ErrNotHome: the directory given as a home is not one. Run returns it for
+// a directory that holds files that are not a home's, so it is neither a
+// new home nor an existing one; OpenHome, which installs no home, for any
+// path that is not an installed home.
 var ErrNotHome = errors.New("lifecycle: directory is not a home")
+
+// startsWithTilde reports whether a home's path starts with the ~ that
+// only a shell expands: given to a program, "~/.helios" is a relative
+// path to a directory named "~".
+func startsWithTilde(home string) bool {
+	return home == "~" || strings.HasPrefix(home, "~/")
+}
+
+// hasConfigRepo reports whether home has a config repository, the part of
+// an installed home that no other directory has.
+func hasConfigRepo(home string) bool {
+	_, err := os.Stat(filepath.Join(home, bootstrap.ConfigDir, ".git"))
+	return err == nil
+}
+
+// notHomeError is OpenHome's refusal of a path that is not an installed
+// home: it matches ErrNotHome, and fs.ErrNotExist too when nothing is at
+// the path.
+type notHomeError struct {
+	msg     string
+	missing bool
+}
+
+func (e *notHomeError) Error() string { return e.msg }
+
+func (e *notHomeError) Unwrap() []error {
+	if e.missing {
+		return []error{ErrNotHome, fs.ErrNotExist}
+	}
+	return []error{ErrNotHome}
+}
+
+// checkInstalled refuses, for OpenHome, a path that is not an installed
+// home, before the lock, which would create it or write into it: a path
+// starting with ~, a missing one, a file, and a directory with no config
+// repository (an empty one, the user's home directory, a home's parent).
+// It only reads.
+func checkInstalled(home string) error {
+	const fix = "check the path; a server creates the home on its first start"
+	notHome := func(format string, args ...any) error {
+		return &notHomeError{msg: "lifecycle: " + fmt.Sprintf(format, args...)}
+	}
+	if startsWithTilde(home) {
+		return notHome("home %q starts with ~, which only a shell expands: give the absolute path, built with os.UserHomeDir()", home)
+	}
+	fi, err := os.Stat(home)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &notHomeError{msg: fmt.Sprintf("lifecycle: home %s does not exist: %s", home, fix), missing: true}
+	case err != nil:
+		return fmt.Errorf("lifecycle: home: %w", err)
+	case !fi.IsDir():
+		return notHome("home %s is not a directory: %s", home, fix)
+	case hasConfigRepo(home):
+		return nil // installed, or an installed home that lost its stamp: gitstore and recovery handle the rest
+	}
+	info, err := bootstrap.Detect(home, 0)
+	switch {
+	case err != nil:
+		return err
+	case info.State == bootstrap.Fresh:
+		return notHome("home %s is empty, not an installed home: %s", home, fix)
+	}
+	if _, err := os.Stat(filepath.Join(home, bootstrap.VersionFile)); err == nil {
+		return notHome("home %s has a %s stamp but no %s/.git repository: its install was interrupted; start the server once to finish it",
+			home, bootstrap.VersionFile, bootstrap.ConfigDir)
+	}
+	return notHome("%s is not a home: no %s stamp and no %s/.git repository: %s, or give the directory of an existing home",
+		home, bootstrap.VersionFile, bootstrap.ConfigDir, fix)
+}
 
 // checkHomeDir refuses to install a home into a directory that already
 // holds something else, such as ~/Documents given as the home by mistake:
@@ -46,7 +119,7 @@ func checkHomeDir(home string, extraDirs []string) error {
 	if err != nil || info.State != bootstrap.Incomplete {
 		return nil // an installed home, with files of the user's beside it
 	}
-	if _, err := os.Stat(filepath.Join(home, bootstrap.ConfigDir, ".git")); err == nil {
+	if hasConfigRepo(home) {
 		return nil // an installed home that lost its stamp
 	}
 	slices.Sort(foreign)

@@ -51,7 +51,7 @@ func (opts *Options) check() error {
 		return bad("Name", "is empty: give the server's name, as `mcpkeep servers` and the state file show it")
 	case opts.Home == "":
 		return bad("Home", "is empty: give the home directory (created if missing) as an absolute path, such as filepath.Join(home, \".%s\") with home from os.UserHomeDir()", opts.Name)
-	case opts.Home == "~" || strings.HasPrefix(opts.Home, "~/"):
+	case startsWithTilde(opts.Home):
 		return bad("Home", "%q starts with ~, which only a shell expands: build the path with os.UserHomeDir(), such as filepath.Join(home, \".%s\")", opts.Home, opts.Name)
 	case strings.ContainsRune(opts.Home, 0):
 		return bad("Home", "%q holds a NUL byte, which no path can: give the home directory", opts.Home)
