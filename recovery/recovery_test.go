@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // update rewrites the golden files of TestRun.
@@ -584,4 +585,31 @@ func TestRunAndOpen(t *testing.T) {
 	_, store, err = recovery.RunAndOpen(t.Context(), recovery.Options{Home: filepath.Join(t.TempDir(), "none")})
 	require.NoError(t, err)
 	assert.Nil(t, store, "no repository, no store")
+}
+
+// TestMoveStaleState: MoveStaleState does Run's stale-state step alone:
+// with DryRun it only reports, and then it moves the dead server's state
+// file to backups/ and reports the same finding Run does.
+func TestMoveStaleState(t *testing.T) {
+	home := newHome(t)
+	overlay(t, home, "stale-state")
+	state := filepath.Join(home, statefile.FileName)
+	dry, err := recovery.MoveStaleState(recovery.Options{Home: home, DryRun: true})
+	require.NoError(t, err)
+	require.Len(t, dry.Findings, 1)
+	assert.Equal(t, recovery.KindStaleState, dry.Findings[0].Kind)
+	assert.FileExists(t, state, "a dry run moves nothing")
+
+	got, err := recovery.MoveStaleState(recovery.Options{Home: home})
+	require.NoError(t, err)
+	require.Len(t, got.Findings, 1)
+	assert.Equal(t, recovery.KindStaleState, got.Findings[0].Kind)
+	assert.NoFileExists(t, state)
+	moved, err := filepath.Glob(filepath.Join(home, recovery.BackupsDir, "stale-*"))
+	require.NoError(t, err)
+	assert.Len(t, moved, 1)
+
+	again, err := recovery.MoveStaleState(recovery.Options{Home: home})
+	require.NoError(t, err)
+	assert.Empty(t, again.Findings, "nothing is left to move")
 }

@@ -63,19 +63,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 // the repository could not be opened (a finding says why) and on error;
 // with opts.DryRun it is read-only.
 func RunAndOpen(ctx context.Context, opts Options) (Report, *gitstore.Store, error) {
-	if opts.Home == "" {
-		return Report{}, nil, errors.New("recovery: Options.Home is empty")
-	}
-	home, err := filepath.Abs(opts.Home)
+	r, err := newRunner(opts)
 	if err != nil {
 		return Report{}, nil, err
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	r := &runner{opts: opts, home: home, log: log, report: Report{Home: home, DryRun: opts.DryRun}}
-	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(r.home, ConfigDir, ".git")); errors.Is(err, fs.ErrNotExist) {
 		r.add(Finding{Kind: KindNotInstalled, Path: ConfigDir, Action: "none",
 			Detail: "no config repository", Remedy: "start the server once to install the home"})
 		return r.report, nil, nil
@@ -94,6 +86,37 @@ func RunAndOpen(ctx context.Context, opts Options) (Report, *gitstore.Store, err
 		}
 	}
 	return r.report, r.store, nil
+}
+
+// MoveStaleState is Run's stale-state step alone, for a caller that takes
+// the home's lock without starting a server, such as lifecycle.OpenHome
+// for an operator tool: it moves the state file of a server that is not
+// running to backups/, its bearer token redacted, as Run does, and leaves
+// a live server's and this process's own. Call it while holding the
+// home's writer lock; with opts.DryRun it only looks. Of opts it uses
+// Home, DryRun and Logger.
+func MoveStaleState(opts Options) (Report, error) {
+	r, err := newRunner(opts)
+	if err != nil {
+		return Report{}, err
+	}
+	err = r.staleState(context.Background())
+	return r.report, err
+}
+
+func newRunner(opts Options) (*runner, error) {
+	if opts.Home == "" {
+		return nil, errors.New("recovery: Options.Home is empty")
+	}
+	home, err := filepath.Abs(opts.Home)
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &runner{opts: opts, home: home, log: log, report: Report{Home: home, DryRun: opts.DryRun}}, nil
 }
 
 func (r *runner) add(f Finding) {
