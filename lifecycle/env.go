@@ -547,8 +547,12 @@ func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
 // the user's home directory) is refused with an error matching ErrNotHome,
 // and a missing one with an error matching both ErrNotHome and
 // fs.ErrNotExist, before anything is created or written. It returns a
-// *LockedError while a server runs. Like Run, it logs each stale lock file it reclaimed as a warning,
-// and the config store logs what it repaired. Close the Env with the
+// *LockedError while a server runs. Like Run, it logs each stale lock file
+// it reclaimed as a warning, and the config store logs what it repaired.
+// Like Run's start, it moves to backups/ the state file of a server that
+// died (SIGKILL, a crash) without removing it, and removes its socket if
+// nothing listens on it, logging each as a warning, so that status no
+// longer shows a server that is gone. Close the Env with the
 // returned func, which gives up the lock: after it, a change through the
 // Env returns an error matching gitstore.ErrClosed.
 func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
@@ -565,6 +569,7 @@ func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 	for _, r := range lock.Reclaimed() {
 		logger.Warn("reclaimed a stale lock", "detail", r)
 	}
+	clearDeadWriter(home, logger)
 	configDir := filepath.Join(home, "config")
 	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: logger})
 	if err != nil {

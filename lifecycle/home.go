@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
+	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // ErrNotHome: the directory given as a home is not one. Run returns it for
@@ -148,4 +151,36 @@ func inLayout(name string, extraDirs []string) bool {
 	// files (of .version and state.json); the attach socket.
 	return strings.HasPrefix(name, LockFile) || strings.HasPrefix(name, healthProbe) || atomicfile.IsTemp(name) ||
 		attach.IsSocketName(name)
+}
+
+// clearDeadWriter removes what a writer that died (SIGKILL, a crash) left
+// in home for status to find, for OpenHome, which starts no server and so
+// runs no start-up recovery: the state file, when it names a process that
+// is not running, is moved to backups/ by recovery's own step, as a
+// start moves it, and the attach socket it names, and the home's, are
+// removed if nothing listens on them. A state file of a live process, or
+// one that does not parse, is left for status and doctor to report. The
+// caller holds the home's lock. The caller's work does not depend on it,
+// so what it cannot remove it logs.
+func clearDeadWriter(home string, log *slog.Logger) {
+	s, err := statefile.Read(filepath.Join(home, statefile.FileName))
+	if err != nil || s.Alive() || s.Ours() {
+		return
+	}
+	if _, err := recovery.MoveStaleState(recovery.Options{Home: home, Logger: log}); err != nil {
+		log.Warn("could not move a dead server's state file to backups/", "pid", s.PID, "err", err)
+	}
+	socks := []string{attach.Path(home)}
+	if s.Socket != "" && s.Socket != socks[0] {
+		socks = append(socks, s.Socket)
+	}
+	for _, sock := range socks {
+		removed, err := attach.RemoveStale(sock)
+		switch {
+		case err != nil:
+			log.Warn("could not remove a dead server's socket", "pid", s.PID, "err", err)
+		case removed:
+			log.Warn("removed a dead server's socket", "pid", s.PID, "path", sock)
+		}
+	}
 }

@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // TestOpenHomeRefusesWhatIsNoHome: OpenHome opens an installed home and
@@ -97,4 +103,69 @@ func treeOf(t *testing.T, root string) map[string]string {
 	})
 	require.NoError(t, err)
 	return m
+}
+
+// TestOpenHomeClearsDeadWriter: OpenHome on a home whose writer was
+// SIGKILLed moves the dead writer's state file to backups/ (as a start's
+// recovery does) and removes its socket, so status no longer shows a stale
+// server; a state file that names a live process (which holds no lock
+// here), its socket, and a socket something listens on, are left alone.
+func TestOpenHomeClearsDeadWriter(t *testing.T) {
+	sleeper := exec.Command("sleep", "60")
+	require.NoError(t, sleeper.Start())
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	liveStart, err := proc.StartTime(sleeper.Process.Pid)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		name      string
+		pid       int
+		start     uint64
+		listening bool // something listens on the socket
+		cleared   bool // the state file is moved
+	}{
+		{"dead writer", deadPID(t), 1, false, true},
+		{"dead writer, socket in use", deadPID(t), 1, true, true},
+		{"live process", sleeper.Process.Pid, liveStart, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{Home: home, Schema: 1})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(tc.pid)+"\n"), 0o644))
+			sock := filepath.Join(home, "mcp.sock")
+			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+			require.NoError(t, err)
+			ln.SetUnlinkOnClose(false)
+			if tc.listening {
+				t.Cleanup(func() { ln.Close() })
+			} else {
+				require.NoError(t, ln.Close()) // a dead writer's socket: the file stays, no one listens
+			}
+			st, err := statefile.New("helios", home)
+			require.NoError(t, err)
+			st.PID, st.StartTime, st.Socket, st.Token, st.Status = tc.pid, tc.start, sock, "secret", statefile.StatusReady
+			statePath := filepath.Join(home, statefile.FileName)
+			require.NoError(t, statefile.Write(statePath, &st))
+
+			var log logs
+			env, closeEnv, err := lifecycle.OpenHome(home, slog.New(&log))
+			require.NoError(t, err)
+			require.NoError(t, closeEnv())
+			assert.Equal(t, home, env.Home)
+			if !tc.cleared {
+				assert.FileExists(t, statePath, "a live process's state file is not touched")
+				_, err = os.Lstat(sock)
+				assert.NoError(t, err, "nor the socket it names")
+				return
+			}
+			assert.NoFileExists(t, statePath, "the dead writer's state file is moved")
+			moved, err := filepath.Glob(filepath.Join(home, "backups", "stale-*"+statefile.FileName+"*"))
+			require.NoError(t, err)
+			assert.Len(t, moved, 1, "to backups/, as a start's recovery moves it")
+			_, err = os.Lstat(sock)
+			assert.Equal(t, tc.listening, err == nil, "a socket is removed only when no one listens on it: %v", err)
+			assert.NotEmpty(t, log.find(slog.LevelWarn, "recovery"), "it says what it moved")
+		})
+	}
 }

@@ -120,6 +120,31 @@ func Unlisten(ln *net.UnixListener, path string) error {
 	return err
 }
 
+// RemoveStale removes the socket at path, and the temporary ones beside
+// it, if nothing listens there: the socket of a writer that died, for a
+// caller that holds the home's lock and serves no socket itself. Anything
+// at path that is not a socket, or a socket that accepts a connection, is
+// left alone. It reports whether it removed path.
+func RemoveStale(path string) (bool, error) {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return false, nil
+	}
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return false, nil
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false, nil
+	}
+	removeTemps(path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("attach: remove the stale socket: %w", err)
+	}
+	return true, nil
+}
+
 // removeTemps removes temporary sockets a writer killed between bind and
 // rename left beside path.
 func removeTemps(path string) {
