@@ -170,8 +170,8 @@ func statusText(o statusOut) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "home:      %s\n", o.Home)
 	if o.Installed {
-		fmt.Fprintf(&b, "installed: yes, schema %d (toolkit %s) on %s; %d boots, last %s\n", o.Schema, o.ToolkitVersion,
-			o.InstalledAt.Local().Format(time.DateTime), o.Boots, o.LastBootAt.Local().Format(time.DateTime))
+		fmt.Fprintf(&b, "installed: yes, schema %d (toolkit %s) on %s; %s, last %s\n", o.Schema, o.ToolkitVersion,
+			o.InstalledAt.Local().Format(time.DateTime), count(o.Boots, "boot"), o.LastBootAt.Local().Format(time.DateTime))
 	} else if o.Detail != "" {
 		fmt.Fprintf(&b, "installed: no (%s: %s)\n", o.State, o.Detail)
 	} else {

@@ -37,7 +37,7 @@ func TestStatus(t *testing.T) {
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "home:      "+home+"\n")
 		assert.Contains(t, r.stdout, "installed: yes, schema 1")
-		assert.Contains(t, r.stdout, "1 boots")
+		assert.Contains(t, r.stdout, "; 1 boot, last ")
 		assert.Contains(t, r.stdout, "lock:      free\n")
 		assert.Contains(t, r.stdout, "server:    none running\n")
 		assert.Contains(t, r.stdout, "config:    HEAD "+head[:12]+", clean\n")

@@ -21,14 +21,14 @@ func TestStatusTextWords(t *testing.T) {
 		sessions, connections int
 		want                  []string
 	}{
-		{"one each", true, 1, 1, []string{" (1 session, 1 connection as of the last health check, ", "attached:  none (the server's own client only)\n"}},
-		{"two each", true, 2, 2, []string{" (2 sessions, 2 connections as of ", "attached:  none (the server's own client only)\n"}},
+		{"one each", true, 1, 1, []string{"; 1 boot, last ", " (1 session, 1 connection as of the last health check, ", "attached:  none (the server's own client only)\n"}},
+		{"two each", true, 2, 2, []string{"; 2 boots, last ", " (2 sessions, 2 connections as of ", "attached:  none (the server's own client only)\n"}},
 		{"none", true, 0, 0, []string{" (0 sessions, 0 connections as of "}},
 		{"no stdio", false, 1, 2, []string{" (1 session, 2 connections as of ", "attached:  none\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c := tc.sessions, tc.connections
-			text := statusText(statusOut{Home: "/h", State: "ready", Server: &serverOut{
+			text := statusText(statusOut{Home: "/h", State: "ready", Installed: true, Boots: tc.sessions, Server: &serverOut{
 				Name: "helios", PID: 1, Alive: true, Status: statefile.StatusReady, Stdio: tc.stdio,
 				URL: "http://127.0.0.1:1/mcp", HTTPSessions: &s, HTTPConnections: &c, Socket: "/h/mcp.sock",
 				Health: &statefile.Health{OK: true, CheckedAt: checked}}})
