@@ -78,6 +78,9 @@ type integrationPlan struct {
 	taken, conflicts []string
 	refused          []string // "path (what)"
 	handEdited       []string // files of the work tree an edit would replace that differ from ours
+	// oursTrees and theirsTrees are the distinct trees of each side's
+	// history, read by heldBase when the two have no commit in common.
+	oursTrees, theirsTrees []plumbing.Hash
 }
 
 // integrate brings the store up to theirs (see Fetch): it plans, within
@@ -309,6 +312,14 @@ func (s *Store) threeWay(p *integrationPlan, prefix string, b, o, t plumbing.Has
 		same := func(aOK bool, a object.TreeEntry, cOK bool, c object.TreeEntry) bool {
 			return aOK == cOK && (!aOK || a.Hash == c.Hash && a.Mode == c.Mode)
 		}
+		if p.base.IsZero() && !bOK && oOK && tOK && oEnt.Mode != filemode.Dir && tEnt.Mode != filemode.Dir && !same(oOK, oEnt, tOK, tEnt) {
+			// Histories with no commit in common (two homes installed
+			// on their own): a version one side's history held is
+			// the base of the file, the other side changed it since.
+			if bEnt, bOK, err = s.heldBase(p, full, oEnt, tEnt); err != nil {
+				return err
+			}
+		}
 		switch {
 		case same(oOK, oEnt, tOK, tEnt), same(bOK, bEnt, tOK, tEnt):
 			// Theirs is ours, or unchanged: ours stands.
@@ -333,6 +344,78 @@ func (s *Store) threeWay(p *integrationPlan, prefix string, b, o, t plumbing.Has
 		}
 	}
 	return nil
+}
+
+// heldBase is the base of file full for a merge of two histories with no
+// commit in common, which both sides hold, differently (ours oEnt, theirs
+// tEnt): theirs' version when ours' history held it and theirs' history
+// did not hold ours' (ours changed the file since, from theirs' version),
+// and the other way round; else none (ok false), and the file is a
+// conflict. Two homes installed from the same defaults each start a
+// history: a default file one of them changed before they first merged
+// is then no conflict, whichever side merges. The caller holds s.mu.
+func (s *Store) heldBase(p *integrationPlan, full string, oEnt, tEnt object.TreeEntry) (object.TreeEntry, bool, error) {
+	oursHeld, err := s.historyHolds(p.ours, &p.oursTrees, full, tEnt)
+	if err != nil {
+		return object.TreeEntry{}, false, err
+	}
+	theirsHeld, err := s.historyHolds(p.theirs, &p.theirsTrees, full, oEnt)
+	if err != nil {
+		return object.TreeEntry{}, false, err
+	}
+	switch {
+	case oursHeld && !theirsHeld:
+		return tEnt, true, nil
+	case theirsHeld && !oursHeld:
+		return oEnt, true, nil
+	}
+	return object.TreeEntry{}, false, nil
+}
+
+// historyHolds reports whether a commit of tip's history has entry e (the
+// same blob and mode) at path full. *trees caches the history's distinct
+// trees, read on first use: a merge with no base has walked both
+// histories whole already (the merge base search), and reads them once
+// more.
+func (s *Store) historyHolds(tip plumbing.Hash, trees *[]plumbing.Hash, full string, e object.TreeEntry) (bool, error) {
+	if *trees == nil {
+		seen := map[plumbing.Hash]bool{}
+		queued := map[plumbing.Hash]bool{tip: true}
+		for queue := []plumbing.Hash{tip}; len(queue) > 0; {
+			c, err := s.repo.CommitObject(queue[0])
+			if err != nil {
+				return false, fmt.Errorf("gitstore: the history of %s: %w", tip, err)
+			}
+			queue = queue[1:]
+			if !seen[c.TreeHash] {
+				seen[c.TreeHash] = true
+				*trees = append(*trees, c.TreeHash)
+			}
+			for _, h := range c.ParentHashes {
+				if !queued[h] {
+					queued[h] = true
+					queue = append(queue, h)
+				}
+			}
+		}
+	}
+	for _, th := range *trees {
+		tree, err := object.GetTree(s.repo.Storer, th)
+		if err != nil {
+			return false, fmt.Errorf("gitstore: tree %s: %w", th, err)
+		}
+		got, err := tree.FindEntry(full)
+		if err != nil {
+			// Not there in this commit, or a part of full is a file
+			// in it: not held. (Counting what cannot be read as not
+			// held can only leave a conflict, as without heldBase.)
+			continue
+		}
+		if got.Hash == e.Hash && got.Mode == e.Mode {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // remoteWins adds to p the edits that make ours' entry at full, which

@@ -2,6 +2,7 @@ package gitstore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -497,4 +498,55 @@ func TestRemoteMayPushFetchesOnly(t *testing.T) {
 	assert.Equal(t, "w: 1\n", readWork(t, s, "w.yaml"))
 	fsck(t, bare)
 	fsck(t, s.Dir())
+}
+
+// TestRemoteJoinOwnInstall: two homes installed on their own from the
+// same defaults have unrelated histories, and a file one of them changed
+// before they first met is not a conflict: the other's version of it is
+// the install's, which the changed one's history holds. Whichever side
+// merges, the change is kept and no conflicts tag is made for it; a file
+// both changed is still a conflict. (TestTwoHostsOneRemoteAsync once saw
+// a second tag: b's install reached the remote first, and a, whose
+// default.yaml had changed since its own install, merged it.)
+func TestRemoteJoinOwnInstall(t *testing.T) {
+	install := map[string]string{"x.yaml": "x: base\n", "y.yaml": "y: base\n", "same.yaml": "s\n"}
+	for _, changedMerges := range []bool{false, true} {
+		t.Run(fmt.Sprintf("changed-side-merges=%v", changedMerges), func(t *testing.T) {
+			url, bare := remotes(t)["file"](t)
+			// Two installs: the same files, two commits.
+			changed, fresh := home(t, nil), home(t, nil)
+			change(t, changed, "install changed", install)
+			change(t, fresh, "install fresh", install)
+			rc, rf := attach(t, changed, url, nil), attach(t, fresh, url, nil)
+			// The merger's install reaches the remote first; the other
+			// pushes its change on top of its own install.
+			merger, rm, other, ro := fresh, rf, changed, rc
+			if changedMerges {
+				merger, rm, other, ro = changed, rc, fresh, rf
+			}
+			require.NoError(t, ro.Push(t.Context()))
+			change(t, changed, "changed", map[string]string{"x.yaml": "x: changed\n", "both.yaml": "changed\n"})
+			change(t, fresh, "fresh", map[string]string{"y.yaml": "y: fresh\n", "both.yaml": "fresh\n"})
+			require.NoError(t, ro.Push(t.Context()))
+
+			in, err := rm.Fetch(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, gitstore.ActionMerge, in.Action)
+			assert.Equal(t, []string{"both.yaml"}, in.Conflicts, "only the file both changed is a conflict")
+			assert.Equal(t, "x: changed\n", readWork(t, merger, "x.yaml"), "the change to the install's x.yaml is kept")
+			assert.Equal(t, "y: fresh\n", readWork(t, merger, "y.yaml"), "the change to the install's y.yaml is kept")
+			assert.Equal(t, "s\n", readWork(t, merger, "same.yaml"))
+			conflicts, err := merger.Conflicts()
+			require.NoError(t, err)
+			require.Len(t, conflicts, 1, "one tag")
+			assert.Equal(t, []string{"both.yaml"}, conflicts[0].Files)
+			require.NoError(t, rm.Push(t.Context()))
+			in, err = ro.Fetch(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, gitstore.ActionFastForward, in.Action)
+			assert.Equal(t, "x: changed\n", readWork(t, other, "x.yaml"))
+			assert.Equal(t, "y: fresh\n", readWork(t, other, "y.yaml"))
+			fsck(t, bare)
+		})
+	}
 }
