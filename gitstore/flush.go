@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -252,6 +253,9 @@ func (s *Store) writeRecords(recs []*appliedRecord, withIndex bool) error {
 			}
 		}
 	}
+	// A view that did not list the pack must not replace the store's
+	// now: useStorage would forget these objects from memory.
+	s.packGen++
 	s.mu.Unlock()
 	return nil
 }
@@ -316,15 +320,49 @@ func (s *Store) maybeRefresh() error {
 	if !due {
 		return nil
 	}
-	st := newStorage(s.gitDir)
-	if _, err := st.ObjectPacks(); err != nil {
+	return s.freshView()
+}
+
+// viewListed, when set, runs in freshView once a new view has listed the
+// packs, before it is used (for the tests).
+var viewListed func()
+
+// freshView makes a new view of the pack directory, which loads the
+// packs' indexes with no lock held, and makes it the store's under s.mu.
+// A view listed with no lock held can be stale by the time it is used: a
+// flush may have written a pack it does not list and marked its objects
+// flushed (useStorage would forget them from memory: "object not found"),
+// packing may have replaced packs it lists (a read in one: "packfile not
+// found"), or a fetch written one (refreshObjects). Each of those counts
+// packGen under s.mu, and freshView lists again when packGen moved
+// meanwhile; it leaves out the packs housekeepPacks is deleting. It does
+// not take flushMu: a fetch calls it holding pushMu, which a sync-mode
+// change takes while Commit, Rollback or Tag hold flushMu (see settle),
+// so that order would deadlock. It lists again only when another step
+// made progress.
+func (s *Store) freshView() error {
+	for {
+		s.mu.Lock()
+		gen, gone := s.packGen, maps.Clone(s.packsGone)
+		s.mu.Unlock()
+		st := newStorageWithout(s.gitDir, gone)
+		if _, err := st.ObjectPacks(); err != nil {
+			st.Close()
+			return err
+		}
+		_ = st.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
+		if viewListed != nil {
+			viewListed()
+		}
+		s.mu.Lock()
+		if s.packGen == gen {
+			err := s.useStorage(st)
+			s.mu.Unlock()
+			return err
+		}
+		s.mu.Unlock()
 		st.Close()
-		return err
 	}
-	_ = st.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.useStorage(st)
 }
 
 // useStorage makes st the store's view of the repository, forgets the
@@ -521,17 +559,39 @@ func (s *Store) housekeepPacks(tidy bool) error {
 	// deleting 32 packs under it held every change for 7-26 ms, and
 	// loading the new view's indexes for 1-3 ms more (on the shared
 	// machine; BENCHMARKS.md, issue 20).
+	// A fetch may write a pack meanwhile (refreshObjects): the view is
+	// listed again when packGen moved. Views listed from now on leave
+	// the merged packs out (packsGone), and those listed before are
+	// stale (packGen).
 	gone := map[string]bool{}
 	for _, p := range merged {
 		if p.hash != written {
 			gone["pack-"+p.hash.String()+".pack"] = true
 		}
 	}
-	fresh := newStorageWithout(s.gitDir, gone)
-	_ = fresh.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
-	s.mu.Lock()
-	err = s.useStorage(fresh)
-	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		gen := s.packGen
+		s.mu.Unlock()
+		fresh := newStorageWithout(s.gitDir, gone)
+		_ = fresh.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
+		s.mu.Lock()
+		if s.packGen != gen {
+			s.mu.Unlock()
+			fresh.Close()
+			continue
+		}
+		s.packsGone = gone
+		s.packGen++
+		err = s.useStorage(fresh)
+		s.mu.Unlock()
+		break
+	}
+	defer func() {
+		s.mu.Lock()
+		s.packsGone = nil
+		s.mu.Unlock()
+	}()
 	if err != nil {
 		return err
 	}

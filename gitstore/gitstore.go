@@ -184,11 +184,17 @@ type Store struct {
 	flushDue               bool          // the journal has grown past what a store flushes by itself
 	mem                    map[plumbing.Hash]*memObject
 	memFlushed             int // bytes of mem that are in a pack already
-	trees                  map[plumbing.Hash][]object.TreeEntry
-	index                  map[string]*index.Entry // the index, kept for the flush (writers only)
-	indexDirty             bool
-	kick                   chan struct{}
-	maintained             atomic.Int32 // running Maintain calls: Commit leaves packing to them
+	// packGen counts the changes to the packs that a view of them
+	// listed with no lock held may have missed (see freshView), and
+	// packsGone names the packs housekeepPacks is deleting, which a
+	// view must not list.
+	packGen    uint64
+	packsGone  map[string]bool
+	trees      map[plumbing.Hash][]object.TreeEntry
+	index      map[string]*index.Entry // the index, kept for the flush (writers only)
+	indexDirty bool
+	kick       chan struct{}
+	maintained atomic.Int32 // running Maintain calls: Commit leaves packing to them
 
 	// remote is the Remote attached to the store (remote.go), nil when
 	// none; headMoved is its pusher's signal that HEAD moved.
@@ -435,6 +441,7 @@ func (s *Store) openRepo(st *filesystem.Storage) error {
 // reopen opens a fresh view of the repository (after a pack was written
 // or deleted). The caller holds s.mu.
 func (s *Store) reopen() error {
+	s.packGen++ // a view listed meanwhile with no lock held may name the deleted packs
 	return s.useStorage(newStorage(s.gitDir))
 }
 

@@ -239,13 +239,16 @@ func (s *Store) haves(known []plumbing.Hash) []plumbing.Hash {
 	return out
 }
 
-// refreshObjects makes the store see the packs a fetch wrote.
+// refreshObjects makes the store see the packs a fetch wrote, with no
+// flushMu held (see freshView, which also says why the view cannot miss a
+// pack Maintain's flush writes nor list one its packing deletes). It
+// counts packGen first, so that a view Maintain listed before the
+// fetch's pack was there is not used.
 func (s *Store) refreshObjects() error {
-	st := newStorage(s.gitDir)
-	_ = st.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.useStorage(st)
+	s.packGen++
+	s.mu.Unlock()
+	return s.freshView()
 }
 
 // writeTracking writes the tracking ref name to h, atomically and
