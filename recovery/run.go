@@ -104,6 +104,9 @@ func MoveStaleState(opts Options) (Report, error) {
 	return r.report, err
 }
 
+// newRunner returns the runner of one recovery of opts.Home, made
+// absolute, with a report to fill and a logger that discards when
+// opts.Logger is nil.
 func newRunner(opts Options) (*runner, error) {
 	if opts.Home == "" {
 		return nil, errors.New("recovery: Options.Home is empty")
