@@ -38,3 +38,28 @@ func ExampleRun() {
 	// missing-dir created
 	// v: 1
 }
+
+// A server killed with SIGKILL leaves its state file behind. A program
+// that takes the home's lock without starting a server (as
+// lifecycle.OpenHome does) moves it aside, as a server's start would.
+func ExampleMoveStaleState() {
+	home, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(home)
+	state := filepath.Join(home, "state.json")
+	_ = os.WriteFile(state, []byte(`{"schema":1,"name":"helios","pid":999999,"start_time":1,"home":"`+home+
+		`","stdio":true,"token":"7f3a9c0e5b2d4f6a8c1e3b5d7f9a2c4e","started_at":"2026-11-22T10:02:00Z","status":"ready"}`), 0o600)
+
+	report, err := recovery.MoveStaleState(recovery.Options{Home: home})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, f := range report.Findings {
+		fmt.Println(f.Kind, f.Path)
+	}
+	_, err = os.Stat(state)
+	fmt.Println("state file left:", err == nil)
+	// Output:
+	// stale-state state.json
+	// state file left: false
+}
