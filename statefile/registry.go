@@ -69,7 +69,9 @@ type Entry struct {
 	RegisteredAt time.Time `json:"registered_at"` // when it last registered, UTC
 	// Sessions is the number of client sessions attached to the server
 	// through other processes (len of its State.Sessions, which the
-	// registry leaves out: it is in the state file).
+	// registry leaves out: it is in the state file). The server's own
+	// client does not count: State.Client, kept in the entry, says
+	// whether it has one.
 	Sessions int `json:"sessions"`
 }
 

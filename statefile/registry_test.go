@@ -400,18 +400,20 @@ func TestRegistryBasics(t *testing.T) {
 }
 
 // TestRegistrySessions: an entry counts the attached sessions but does not
-// list them; the state file does.
+// list them; the state file does. It keeps the own client, uncounted.
 func TestRegistrySessions(t *testing.T) {
 	reg := statefile.NewRegistry(filepath.Join(t.TempDir(), "servers.json"))
 	s := newState(t, "helios", "/h")
 	s.Socket = "/h/mcp.sock"
 	s.Sessions = []statefile.Session{{PID: 10, Client: "a", Since: time.Unix(1, 0).UTC()}, {PID: 11, Since: time.Unix(2, 0).UTC()}}
+	s.Client = &statefile.Client{Name: "own", Version: "1", Since: time.Unix(3, 0).UTC()}
 	require.NoError(t, reg.Register("/h", s))
 	list, err := reg.List()
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	assert.Equal(t, 2, list[0].Sessions)
+	assert.Equal(t, 2, list[0].Sessions, "the server's own client does not count")
 	assert.Empty(t, list[0].State.Sessions)
+	assert.Equal(t, s.Client, list[0].State.Client, "the entry names the own client")
 	assert.Equal(t, "/h/mcp.sock", list[0].State.Socket)
 	assert.Len(t, s.Sessions, 2, "the caller's State is left alone")
 }

@@ -116,9 +116,15 @@ type State struct {
 	// Socket is the unix socket other processes launched on this home
 	// attach to, "" when the server takes no attached clients.
 	Socket string `json:"socket,omitempty"`
+	// Client is the server's own client: the MCP client that launched the
+	// server's process and speaks to it over the process's stdin and
+	// stdout (after a handover, through the process's forwarder), nil
+	// until that client has initialized, and for a server without stdio.
+	// State files written before it existed have none.
+	Client *Client `json:"client,omitempty"`
 	// Sessions lists the client sessions attached to this server through
-	// other processes, oldest first. The server's own stdio client and its
-	// HTTP clients are not in it.
+	// other processes, oldest first. The server's own stdio client (Client)
+	// and its HTTP clients are not in it.
 	Sessions []Session `json:"sessions,omitempty"`
 	// Cluster is the server's place among the hosts that serve one home
 	// under an elected writer (lifecycle.Options.Elector), nil when it
@@ -162,6 +168,20 @@ type Cluster struct {
 	// otherwise.
 	Term int64 `json:"term,omitempty"`
 	// Since is when the server took its Role, UTC.
+	Since time.Time `json:"since"`
+}
+
+// Client is the MCP client of a server's own process, which speaks to it
+// over stdio.
+type Client struct {
+	// Name is the client's name, as it gave it in its initialize
+	// request's clientInfo; "" if it gave none.
+	Name string `json:"name,omitempty"`
+	// Version is the client's version, given with its name.
+	Version string `json:"version,omitempty"`
+	// Since is when the client initialized its session, UTC: a client
+	// whose process became the writer after a handover keeps the time it
+	// initialized with the writer before.
 	Since time.Time `json:"since"`
 }
 

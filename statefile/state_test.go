@@ -116,6 +116,7 @@ func TestWriteReadRemove(t *testing.T) {
 	s.Token = "secret"
 	s.Socket = filepath.Join(dir, "mcp.sock")
 	s.Sessions = []statefile.Session{{PID: 10, Client: "claude-code", ClientVersion: "2.1", Since: time.Unix(1, 0).UTC()}}
+	s.Client = &statefile.Client{Name: "cursor", Version: "1.2.3", Since: time.Unix(2, 0).UTC()}
 	require.NoError(t, statefile.Write(path, &s))
 
 	fi, err := os.Stat(path)
@@ -129,12 +130,29 @@ func TestWriteReadRemove(t *testing.T) {
 	assert.Equal(t, "secret", got.Token)
 	assert.Equal(t, s.Socket, got.Socket)
 	assert.Equal(t, s.Sessions, got.Sessions)
+	assert.Equal(t, s.Client, got.Client)
 	assert.True(t, got.Ours())
 
 	require.NoError(t, statefile.Remove(path))
 	_, err = os.Stat(path)
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.NoError(t, statefile.Remove(path), "removing a missing file is fine")
+}
+
+// TestReadWithoutClient: a state file written before State.Client existed
+// reads, with no own client.
+func TestReadWithoutClient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), statefile.FileName)
+	old := `{"schema":1,"name":"helios","pid":4242,"start_time":99,"home":"/h","stdio":true,` +
+		`"started_at":"2026-11-20T10:42:01Z","status":"ready","socket":"/h/mcp.sock",` +
+		`"sessions":[{"pid":10,"client":"a","since":"2026-11-20T10:43:00Z"}]}`
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o600))
+	got, err := statefile.Read(path)
+	require.NoError(t, err)
+	assert.Nil(t, got.Client)
+	assert.Equal(t, 4242, got.PID)
+	require.Len(t, got.Sessions, 1)
+	assert.Equal(t, "a", got.Sessions[0].Client)
 }
 
 func TestRemoveLeavesOthersAlone(t *testing.T) {
