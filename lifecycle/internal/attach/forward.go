@@ -76,6 +76,7 @@ type Forwarder struct {
 	gen         int               // the number of the current writer, from 1
 	writerPID   int               // the current writer
 	init        *jsonrpc.Request  // the client's initialize, once answered with success
+	initAt      time.Time         // when a writer first answered a call of the client's with success, UTC
 	initialized bool              // the client sent notifications/initialized
 	logLevel    json.RawMessage   // the params of the last logging/setLevel
 	subs        []json.RawMessage // the params of each resources/subscribe still on
@@ -163,6 +164,16 @@ func (f *Forwarder) poke() {
 	case f.wake <- struct{}{}:
 	default:
 	}
+}
+
+// InitializedAt returns when the client initialized: when a writer first
+// answered one of its calls with success (its initialize or, from protocol
+// 2026-07-28 on, which has none, its first request), UTC; zero until then.
+// Replays to later writers leave it.
+func (f *Forwarder) InitializedAt() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.initAt
 }
 
 // Gone is closed when the client's input has ended: the client went away.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -126,6 +127,9 @@ func (a *attachment) fromWriter(msg jsonrpc.Message) {
 			return // answered already, by this forwarder, for a writer that went
 		}
 		delete(f.calls, m.ID)
+		if m.Error == nil && f.initAt.IsZero() {
+			f.initAt = time.Now().UTC()
+		}
 		if c.req.Method == "initialize" && m.Error == nil {
 			f.init = c.req
 		}
