@@ -123,6 +123,12 @@ func run(t *testing.T, opts lifecycle.Options) *running {
 // runClient is run with a client of copts that connects with sopts.
 func runClient(t *testing.T, opts lifecycle.Options, copts *mcp.ClientOptions, sopts *mcp.ClientSessionOptions) *running {
 	t.Helper()
+	return runAs(t, opts, &mcp.Implementation{Name: "test", Version: "v0"}, copts, sopts)
+}
+
+// runAs is runClient with a client that names itself impl.
+func runAs(t *testing.T, opts lifecycle.Options, impl *mcp.Implementation, copts *mcp.ClientOptions, sopts *mcp.ClientSessionOptions) *running {
+	t.Helper()
 	r := &running{opts: opts, done: make(chan error, 1)}
 	var stdoutR io.Reader
 	closeStdio := func(error) {}
@@ -153,7 +159,7 @@ func runClient(t *testing.T, opts lifecycle.Options, copts *mcp.ClientOptions, s
 		r.wait(t)
 	})
 	if stdoutR != nil {
-		client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, copts)
+		client := mcp.NewClient(impl, copts)
 		r.client, err = client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdoutR), Writer: r.stdin}, sopts)
 		require.NoError(t, err)
 	}

@@ -274,6 +274,9 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	w.server = server
 	w.running = newRunningCalls()
 	server.AddReceivingMiddleware(w.running.middleware)
+	if fwd != nil || !o.NoStdio { // a server without stdio has no own client
+		server.AddReceivingMiddleware(w.recordOwnClient)
+	}
 	if w.elect != nil {
 		server.AddReceivingMiddleware(w.elect.middleware)
 	}

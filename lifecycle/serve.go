@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -36,7 +37,8 @@ type writer struct {
 	sockPath     string
 	unlistenOnce sync.Once
 	attached     *attach.Listener
-	changes      chan struct{} // the attached sessions changed
+	changes      chan struct{} // the attached sessions or the own client changed
+	ownRecorded  atomic.Bool   // the own client is in st (recordOwnClient)
 
 	elect        *election           // nil unless Options.Elector is set
 	remoteStatus *remoteStatusWriter // the git remote's status, for the state file
@@ -225,7 +227,9 @@ func (w *writer) serve(ctx context.Context, announce func() error) (serveErr, an
 		})
 	}
 	if stdio := w.fwd == nil && !o.NoStdio; stdio || w.http != nil {
-		serveErr = mcpserve.Serve(serveCtx, w.server, mcpserve.Options{
+		// The stdio session's requests carry stdioSession in their
+		// context (recordOwnClient).
+		serveErr = mcpserve.Serve(context.WithValue(serveCtx, stdioSession{}, true), w.server, mcpserve.Options{
 			Stdio:           stdio,
 			Stdin:           pollable(stdin(o)),
 			Stdout:          o.Stdout,
@@ -274,7 +278,8 @@ func (w *writer) standby() (bool, string) {
 	return w.elect.standby()
 }
 
-// changed tells publish that the attached sessions changed.
+// changed tells publish that the attached sessions or the own client
+// changed.
 func (w *writer) changed() {
 	select {
 	case w.changes <- struct{}{}:
@@ -282,7 +287,8 @@ func (w *writer) changed() {
 	}
 }
 
-// publish writes the attached sessions into the state file and the
+// publish writes the attached sessions, and the server's own client once
+// it has initialized (recordOwnClient), into the state file and the
 // registry whenever they change, until ctx ends. Changes that come while
 // it writes are written together next.
 func (w *writer) publish(ctx context.Context) {
