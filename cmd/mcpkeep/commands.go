@@ -42,13 +42,24 @@ type serverOut struct {
 	StartedAt       time.Time         `json:"started_at"`
 	Health          *statefile.Health `json:"health,omitempty"`
 	Home            string            `json:"home,omitempty"`
-	Socket          string            `json:"socket,omitempty"`   // where launches on the home attach
-	Attached        int               `json:"attached"`           // the number of attached sessions
-	Sessions        []sessionOut      `json:"sessions,omitempty"` // status only: the attached sessions
+	Socket          string            `json:"socket,omitempty"` // where launches on the home attach
+	// Client is the server's own client, on its stdio: absent until it
+	// has initialized, and for a server without stdio or one of a build
+	// that does not record it.
+	Client   *clientOut   `json:"client,omitempty"`
+	Attached int          `json:"attached"`           // the number of attached sessions
+	Sessions []sessionOut `json:"sessions,omitempty"` // status only: the attached sessions
 	// Cluster is the server's role among the hosts that serve its home
 	// under one elected writer (etcd), as of its last change; absent for a
 	// server that runs alone.
 	Cluster *statefile.Cluster `json:"cluster,omitempty"`
+}
+
+// clientOut is the server's own client, which speaks to it over stdio.
+type clientOut struct {
+	Name    string    `json:"name,omitempty"`
+	Version string    `json:"version,omitempty"`
+	Since   time.Time `json:"since"` // when it initialized
 }
 
 // sessionOut is a client session attached to the server (the writer)
@@ -92,6 +103,9 @@ func toServer(s *statefile.State) *serverOut {
 	if s.HTTP != nil {
 		out.URL = s.HTTP.URL
 		out.HTTPSessions, out.HTTPConnections = &s.HTTP.Sessions, &s.HTTP.Connections
+	}
+	if c := s.Client; c != nil {
+		out.Client = &clientOut{Name: c.Name, Version: c.Version, Since: c.Since}
 	}
 	for _, a := range s.Sessions {
 		out.Sessions = append(out.Sessions, sessionOut{PID: a.PID, Client: a.Client, ClientVersion: a.ClientVersion, Since: a.Since})
@@ -281,17 +295,24 @@ func count(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// writeSessions writes the sessions attached to the writer, one a line.
+// writeSessions writes the server's own client, if it serves stdio, and
+// the sessions attached to it, one a line.
 func writeSessions(b *strings.Builder, s *serverOut) {
+	switch c := s.Client; {
+	case c != nil:
+		name := "(not named)"
+		if c.Name != "" {
+			name = strings.TrimSpace(c.Name + " " + c.Version)
+		}
+		fmt.Fprintf(b, "client:    %s (stdio, since %s)\n", name, c.Since.Local().Format(time.DateTime))
+	case s.Stdio:
+		b.WriteString("client:    stdio, not named yet\n")
+	}
 	if s.Socket == "" {
 		b.WriteString("attached:  none (the server takes no attached clients)\n")
 		return
 	}
-	switch {
-	case len(s.Sessions) == 0 && s.Stdio:
-		b.WriteString("attached:  none (the server's own client only)\n")
-		return
-	case len(s.Sessions) == 0: // --no-stdio: the server has no client of its own
+	if len(s.Sessions) == 0 {
 		b.WriteString("attached:  none\n")
 		return
 	}

@@ -629,12 +629,17 @@ func TestLiveServer(t *testing.T) {
 	t.Run("no token from a stale state file", noToken)
 }
 
-// TestStatusAttached: status shows the writer and each session attached to
-// it (pid, client, since), text and JSON; servers counts them.
+// TestStatusAttached: status shows the writer, its own client and each
+// session attached to it (pid, client, since), text and JSON; servers
+// counts the attached ones.
 func TestStatusAttached(t *testing.T) {
 	home := installed(t)
 	registry := filepath.Join(t.TempDir(), "servers.json")
 	writer, st := live(t, home, registry)
+	const own = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},` +
+		`"clientInfo":{"name":"claude-code","version":"1.2.3"}}}` + "\n" + mcptest.Initialized + "\n"
+	_, err := io.WriteString(writer.Stdin(), own)
+	require.NoError(t, err)
 	second, err := crashtest.Start(t.Context(), crashtest.Cmd{Path: heliosBin, Args: []string{"--home", home, "--registry", registry}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -646,8 +651,9 @@ func TestStatusAttached(t *testing.T) {
 
 	var got statusOut
 	deadline := time.Now().Add(hangAfter)
-	for got.Server == nil || len(got.Server.Sessions) == 0 || got.Server.Sessions[0].Client == "" {
-		require.False(t, time.Now().After(deadline), "no named attached session in status after %v; stderr:\n%s", hangAfter, second.Stderr())
+	for got.Server == nil || len(got.Server.Sessions) == 0 || got.Server.Sessions[0].Client == "" || got.Server.Client == nil {
+		require.False(t, time.Now().After(deadline), "no own client and named attached session in status after %v; stderr:\n%s\n%s",
+			hangAfter, writer.Stderr(), second.Stderr())
 		time.Sleep(10 * time.Millisecond)
 		got = decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
 	}
@@ -660,10 +666,15 @@ func TestStatusAttached(t *testing.T) {
 	assert.Equal(t, "test", a.Client)
 	assert.Equal(t, "v0", a.ClientVersion)
 	assert.WithinDuration(t, time.Now(), a.Since, hangAfter)
+	c := got.Server.Client
+	assert.Equal(t, "claude-code", c.Name)
+	assert.Equal(t, "1.2.3", c.Version)
+	assert.WithinDuration(t, time.Now(), c.Since, hangAfter)
 
 	r := mcpkeep(t, "status", "--home", home)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, " socket="+filepath.Join(home, "mcp.sock")+" http=")
+	assert.Contains(t, r.stdout, fmt.Sprintf("client:    claude-code 1.2.3 (stdio, since %s)\n", c.Since.Local().Format(time.DateTime)))
 	assert.Contains(t, r.stdout, fmt.Sprintf("attached:  pid %d, test v0, since %s\n", second.Pid(), a.Since.Local().Format(time.DateTime)))
 
 	r = mcpkeep(t, "servers", "--registry", registry)
