@@ -263,3 +263,50 @@ func TestHTTPUnknownMethod(t *testing.T) {
 		assert.Contains(t, string(body), "Last-Event-ID")
 	})
 }
+
+// TestHTTPParseError: a POST whose body is not JSON gets the JSON-RPC
+// Parse error (-32700) with "id": null and 400, in every mode and whatever
+// its Mcp-Session-Id (none, a live session's, a gone one's), before the
+// session is looked at: a 2025-06-18 client that sent one without a
+// session was told to initialize first. A live session goes on; a message
+// that parses still gets 404 for a gone session.
+func TestHTTPParseError(t *testing.T) {
+	for _, mode := range []Mode{ModeBoth, ModeSessions, ModeStateless} {
+		t.Run(fmt.Sprintf("mode %d", mode), func(t *testing.T) {
+			s := serveHTTP(t, Options{Mode: mode})
+			type session struct {
+				name string
+				id   func(t *testing.T) string
+			}
+			sessions := []session{{"no session", func(*testing.T) string { return "" }}}
+			if mode != ModeStateless {
+				sessions = append(sessions,
+					session{"live session", func(t *testing.T) string { return s.initialized(t, "2025-06-18").session }},
+					session{"gone session", func(*testing.T) string { return "NOSUCHSESSION" }})
+			}
+			for _, sess := range sessions {
+				t.Run(sess.name, func(t *testing.T) {
+					c := &rawClient{url: s.url, token: "tok", version: "2025-06-18", session: sess.id(t)}
+					for _, body := range []string{`{"jsonrpc":"2.0","id":1,`, "not json", "", `{"jsonrpc":"2.0","id":1} x`} {
+						resp, data := c.post(t, body)
+						require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%q: %s", body, data)
+						assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+						var msg rpcResponse
+						require.NoError(t, json.Unmarshal(data, &msg), "%q: %s", body, data)
+						assert.Equal(t, "null", string(msg.ID))
+						require.NotNil(t, msg.Error, "%s", data)
+						assert.EqualValues(t, -32700, msg.Error.Code, "%q: %s", body, data)
+					}
+					switch sess.name {
+					case "live session":
+						_, list := c.call(t, rpc(10, "tools/list", map[string]any{}))
+						require.Nil(t, list.Error, "the session goes on")
+					case "gone session":
+						resp, data := c.post(t, rpc(10, "tools/list", map[string]any{}))
+						assert.Equal(t, http.StatusNotFound, resp.StatusCode, "a message that parses: %s", data)
+					}
+				})
+			}
+		})
+	}
+}

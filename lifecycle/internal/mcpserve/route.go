@@ -56,8 +56,13 @@ func (h *httpServer) serveMCP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := h.sessions.acquire(id)
 	if s == nil {
-		// Not live: the go-sdk answers 404, and the client initializes again.
-		h.stateful.ServeHTTP(w, r)
+		// Not live: the go-sdk answers 404, and the client initializes
+		// again; servePOST first answers a body that is not JSON.
+		if r.Method == http.MethodPost {
+			h.servePOST(w, r, nil)
+		} else {
+			h.stateful.ServeHTTP(w, r)
+		}
 		return
 	}
 	defer h.sessions.release(s)
@@ -115,7 +120,7 @@ func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *sessio
 		case version >= firstVersionWithoutBatches:
 			h.refuseBatch(w, fmt.Sprintf("JSON-RPC batches are not part of protocol version %s (2025-06-18 removed them): send one message per POST", version))
 			return
-		case s == nil && h.opts.Mode != ModeStateless:
+		case s == nil && h.opts.Mode != ModeStateless && r.Header.Get(sessionHeader) == "":
 			h.refuseBatch(w, "a JSON-RPC batch must belong to a session: POST initialize on its own, then the batch with the Mcp-Session-Id it answered")
 			return
 		}
@@ -126,6 +131,13 @@ func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{}) // an answer may stream for long: no deadline on the connection
+	if !json.Valid(data) {
+		// JSON-RPC 2.0 answers a body that does not parse with Parse
+		// error, whatever its session: the go-sdk would answer plain
+		// text, and serveFirst that the client must initialize.
+		h.parseError(w, r, data)
+		return
+	}
 	if batch {
 		n, err := countBatch(data, h.limits.MaxBatch)
 		switch {
@@ -187,7 +199,7 @@ func (h *httpServer) serveFirst(w http.ResponseWriter, r *http.Request, data []b
 			Meta            map[string]json.RawMessage `json:"_meta"`
 		} `json:"params"`
 	}
-	_ = json.Unmarshal(data, &msg) // a malformed message goes on to the go-sdk, which says what is wrong
+	_ = json.Unmarshal(data, &msg) // JSON, but maybe not a message: refused below
 	_, newProtocol := msg.Params.Meta[mcp.MetaKeyProtocolVersion]
 	switch {
 	case msg.Method == "initialize":
@@ -315,6 +327,19 @@ func (h *httpServer) bodyError(w http.ResponseWriter, err error) {
 	default:
 		refuse(w, http.StatusBadRequest, "request body could not be read: "+err.Error())
 	}
+}
+
+// parseError answers a POST whose body data is not JSON with the JSON-RPC
+// Parse error, "id": null and 400.
+func (h *httpServer) parseError(w http.ResponseWriter, r *http.Request, data []byte) {
+	var v json.RawMessage
+	err := json.Unmarshal(data, &v)
+	if err == nil { // json.Valid and Unmarshal disagree: say no more
+		err = errors.New("invalid JSON")
+	}
+	h.log.Debug("HTTP body is not JSON", "err", err, "remote", r.RemoteAddr)
+	writeRPCError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError,
+		"the request body is not JSON ("+err.Error()+"): send one JSON-RPC message, or a batch of them, as JSON")
 }
 
 // refuseBatch answers a batch with a JSON-RPC error, without reading the
