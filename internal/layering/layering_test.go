@@ -29,8 +29,11 @@ var allowed = map[string][]string{
 	"gitstore":           {"atomicfile", "internal/failpoint", "internal/barrier"},
 	"bootstrap":          {"atomicfile", "gitstore", "internal/buildinfo", "internal/failpoint"},
 	"recovery":           {"atomicfile", "gitstore", "statefile", "internal/proc", "internal/failpoint"},
+	// the answer to a request that reuses an id in progress, for the
+	// connections of mcpserve.
+	"lifecycle/internal/inflight": {},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
-	"lifecycle/internal/mcpserve": {},
+	"lifecycle/internal/mcpserve": {"lifecycle/internal/inflight"},
 	// the socket, forwarder and listener of attached clients, private to lifecycle.
 	"lifecycle/internal/attach": {"internal/failpoint"},
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
@@ -70,7 +73,7 @@ var thirdParty = map[string][]string{
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
 	"go.etcd.io/etcd/":                        {"lifecycle/etcdlock"},
 	"go.uber.org/zap":                         {"lifecycle/etcdlock"},
-	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
+	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/inflight", "lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
 }
 
 func TestImportsPointDown(t *testing.T) {

@@ -3,13 +3,14 @@ package mcpserve
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/inflight"
 )
 
 // drainTransport wraps a stdio transport so that a request already read
@@ -21,19 +22,16 @@ import (
 // wait for. stop makes Read behave as if stdin had ended, for a graceful
 // shutdown.
 //
-// It also answers a request whose id is that of a request still in
-// progress, which the go-sdk drops without an answer (jsonrpc2's
-// Connection.acceptRequest clears its id): JSON-RPC wants an answer to
-// every request, and the drain would wait for it. The answer is Invalid
-// Request with that id, written just after the first request's answer so
-// that a client matching answers to ids in order reads that one first.
+// It wraps the transport's connection in an inflight.Conn, which answers a
+// request whose id is that of a request still in progress (the go-sdk
+// drops it unanswered): such a request never reaches the drain's count.
 type drainTransport struct {
 	inner   mcp.Transport
 	timeout time.Duration
 
 	mu      sync.Mutex
-	calls   map[jsonrpc.ID]call // requests read and not answered yet
-	pending int                 // answers owed, streams aside: what drain waits for
+	pending int
+	streams map[jsonrpc.ID]bool // subscriptions/listen requests: streams, not calls to drain
 	idle    chan struct{}       // closed and replaced whenever pending drops to 0
 	stopCh  chan struct{}
 	stopped sync.Once
@@ -42,50 +40,7 @@ type drainTransport struct {
 }
 
 func newDrainTransport(inner mcp.Transport, timeout time.Duration) *drainTransport {
-	return &drainTransport{inner: inner, timeout: timeout, calls: make(map[jsonrpc.ID]call), idle: make(chan struct{}), stopCh: make(chan struct{}), endCh: make(chan struct{})}
-}
-
-// call is a request read and not answered yet.
-type call struct {
-	// stream is set for a subscriptions/listen request, a 2026-07-28
-	// client's notification stream: it is answered only when the session
-	// ends, so it is not a call to drain.
-	stream bool
-	// again counts the requests read with the same id before its answer;
-	// each gets an Invalid Request error after it.
-	again int
-}
-
-// read records request req, read from stdin. It reports whether req goes
-// on to the go-sdk; if not, its id is in use, and answerNow says whether
-// to answer it at once (the request in progress is a stream) rather than
-// after that request's answer.
-func (t *drainTransport) read(req *jsonrpc.Request) (ok, answerNow bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, busy := t.calls[req.ID]; busy {
-		if c.stream {
-			return false, true
-		}
-		c.again++
-		t.calls[req.ID] = c
-		t.pending++
-		return false, false
-	}
-	stream := req.Method == "subscriptions/listen"
-	t.calls[req.ID] = call{stream: stream}
-	if !stream {
-		t.pending++
-	}
-	return true, false
-}
-
-// idInUse is the answer to a request whose id is that of a request in
-// progress.
-func idInUse(id jsonrpc.ID) *jsonrpc.Response {
-	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
-		Message: fmt.Sprintf("request id %v is already in use by a request in progress: "+
-			"give each request an id of its own (MCP: an id is never reused in a session)", id.Raw())}}
+	return &drainTransport{inner: inner, timeout: timeout, streams: make(map[jsonrpc.ID]bool), idle: make(chan struct{}), stopCh: make(chan struct{}), endCh: make(chan struct{})}
 }
 
 func (t *drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -93,7 +48,7 @@ func (t *drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &drainConn{Connection: c, t: t}, nil
+	return &drainConn{Connection: inflight.Wrap(c), t: t}, nil
 }
 
 // stop ends reading: Read drains and returns io.EOF.
@@ -115,27 +70,20 @@ func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case <-rctx.Done():
 		}
 	}()
-	var (
-		msg jsonrpc.Message
-		err error
-	)
-	for {
-		msg, err = c.Connection.Read(rctx)
-		if err != nil {
-			break
+	msg, err := c.Connection.Read(rctx)
+	if err == nil {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			t.mu.Lock()
+			if req.Method == "subscriptions/listen" {
+				// A 2026-07-28 client's notification stream: it is
+				// answered only when the session ends.
+				t.streams[req.ID] = true
+			} else {
+				t.pending++
+			}
+			t.mu.Unlock()
 		}
-		req, isReq := msg.(*jsonrpc.Request)
-		if !isReq || !req.IsCall() {
-			return msg, nil
-		}
-		ok, answerNow := t.read(req)
-		if ok {
-			return msg, nil
-		}
-		if answerNow {
-			// A failed write is the go-sdk's to see, on its own next one.
-			_ = c.Connection.Write(ctx, idInUse(req.ID))
-		}
+		return msg, nil
 	}
 	stopping := false
 	select {
@@ -172,32 +120,21 @@ func (c *drainConn) drain() {
 }
 
 func (c *drainConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	resp, ok := msg.(*jsonrpc.Response)
-	if !ok || !resp.ID.IsValid() {
-		return c.Connection.Write(ctx, msg)
-	}
-	t := c.t
-	// The id is free once its answer is written: a client may reuse it as
-	// soon as it reads the answer, so it is freed before.
-	t.mu.Lock()
-	req, found := t.calls[resp.ID]
-	delete(t.calls, resp.ID)
-	t.mu.Unlock()
 	err := c.Connection.Write(ctx, msg)
-	if !found || req.stream {
-		return err
-	}
-	for range req.again {
-		if werr := c.Connection.Write(ctx, idInUse(resp.ID)); err == nil {
-			err = werr
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
+		t := c.t
+		t.mu.Lock()
+		if t.streams[resp.ID] {
+			delete(t.streams, resp.ID)
+			t.mu.Unlock()
+			return err
 		}
+		t.pending--
+		if t.pending <= 0 {
+			close(t.idle)
+			t.idle = make(chan struct{})
+		}
+		t.mu.Unlock()
 	}
-	t.mu.Lock()
-	t.pending -= 1 + req.again
-	if t.pending <= 0 {
-		close(t.idle)
-		t.idle = make(chan struct{})
-	}
-	t.mu.Unlock()
 	return err
 }
