@@ -30,12 +30,12 @@ var allowed = map[string][]string{
 	"bootstrap":          {"atomicfile", "gitstore", "internal/buildinfo", "internal/failpoint"},
 	"recovery":           {"atomicfile", "gitstore", "statefile", "internal/proc", "internal/failpoint"},
 	// the answer to a request that reuses an id in progress, for the
-	// connections of mcpserve.
+	// connections of mcpserve and attach.
 	"lifecycle/internal/inflight": {},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
 	"lifecycle/internal/mcpserve": {"lifecycle/internal/inflight"},
 	// the socket, forwarder and listener of attached clients, private to lifecycle.
-	"lifecycle/internal/attach": {"internal/failpoint"},
+	"lifecycle/internal/attach": {"internal/failpoint", "lifecycle/internal/inflight"},
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
 		"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "internal/proc", "internal/failpoint"},
 	// the etcd Elector, above lifecycle: servers that do not use etcd

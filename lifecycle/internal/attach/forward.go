@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/inflight"
 )
 
 // CodeOutcomeUnknown is the JSON-RPC error code of a call that was in
@@ -63,7 +65,7 @@ type ForwarderOptions struct {
 type Forwarder struct {
 	opts   ForwarderOptions
 	log    *slog.Logger
-	client mcp.Connection
+	client *inflight.Conn // answers a request reusing an id in progress: the forwarder never sees one
 
 	gone       chan struct{} // closed when the client's input ends
 	readerDone chan struct{}
@@ -114,7 +116,7 @@ func NewForwarder(client mcp.Connection, opts ForwarderOptions) *Forwarder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Forwarder{opts: opts, log: log, client: client,
+	f := &Forwarder{opts: opts, log: log, client: inflight.Wrap(client),
 		gone: make(chan struct{}), readerDone: make(chan struct{}), wake: make(chan struct{}, 1),
 		calls: map[jsonrpc.ID]*call{}, swallow: map[jsonrpc.ID]bool{},
 		serverReqs: map[jsonrpc.ID]serverReq{}, serverIDs: map[jsonrpc.ID]jsonrpc.ID{}}

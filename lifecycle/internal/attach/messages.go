@@ -61,6 +61,14 @@ func (a *attachment) fromClient(msg jsonrpc.Message) {
 				return // answered already, or answered for the last writer
 			}
 			delete(f.calls, id) // the client expects no answer now
+			if !f.broken {
+				// Its id is free, and a request that reused it is owed
+				// the answer it would have had after this one's.
+				if err := f.client.Drop(context.Background(), id); err != nil {
+					f.log.Info("attach: the client's output failed; stopping", "err", err)
+					f.broken = true
+				}
+			}
 			if !c.sent {
 				return // never sent: cancelled here
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/inflight"
 )
 
 // methodHandover is the notification a writer that hands over sends each
@@ -83,7 +84,9 @@ func (t *sessionTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &sessionConn{Connection: c, s: t.s}, nil
+	// A request that reuses the id of one in progress, which the go-sdk
+	// drops unanswered, is answered by inflight and never counted here.
+	return &sessionConn{Connection: inflight.Wrap(c), s: t.s}, nil
 }
 
 // sessionConn tracks the requests read and answered, learns the client's
