@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/inflight"
 )
 
@@ -15,7 +16,7 @@ import (
 func Example() {
 	one, _ := jsonrpc.MakeID(float64(1))
 	call := &jsonrpc.Request{ID: one, Method: "tools/call"}
-	inner := &scripted{in: []jsonrpc.Message{call, call}} // id 1 twice
+	inner := &mcptest.Scripted{In: []jsonrpc.Message{call, call}} // id 1 twice
 	c := inflight.Wrap(inner)
 	ctx := context.Background()
 	for {
@@ -26,7 +27,7 @@ func Example() {
 		fmt.Println("read", m.(*jsonrpc.Request).Method)
 	}
 	_ = c.Write(ctx, &jsonrpc.Response{ID: one, Result: json.RawMessage(`{}`)})
-	for _, m := range inner.written {
+	for _, m := range inner.Written {
 		r := m.(*jsonrpc.Response)
 		fmt.Println("answered", r.ID.Raw(), r.Error != nil)
 	}

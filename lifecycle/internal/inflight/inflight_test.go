@@ -1,44 +1,17 @@
 package inflight_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/inflight"
 )
-
-// scripted is a connection that reads the messages it was given, then
-// io.EOF, and keeps what is written to it.
-type scripted struct {
-	in      []jsonrpc.Message
-	written []jsonrpc.Message
-}
-
-func (s *scripted) Read(context.Context) (jsonrpc.Message, error) {
-	if len(s.in) == 0 {
-		return nil, io.EOF
-	}
-	m := s.in[0]
-	s.in = s.in[1:]
-	return m, nil
-}
-
-func (s *scripted) Write(_ context.Context, m jsonrpc.Message) error {
-	s.written = append(s.written, m)
-	return nil
-}
-
-func (s *scripted) Close() error      { return nil }
-func (s *scripted) SessionID() string { return "" }
-
-var _ mcp.Connection = (*scripted)(nil)
 
 func id(t *testing.T, v float64) jsonrpc.ID {
 	t.Helper()
@@ -83,20 +56,20 @@ func TestReusedCall(t *testing.T) {
 	call := &jsonrpc.Request{ID: id(t, 1), Method: "tools/call"}
 	again := &jsonrpc.Request{ID: id(t, 1), Method: "tools/list"}
 	note := &jsonrpc.Request{Method: "notifications/initialized"}
-	inner := &scripted{in: []jsonrpc.Message{call, again, note, again}}
+	inner := &mcptest.Scripted{In: []jsonrpc.Message{call, again, note, again}}
 	c := inflight.Wrap(inner)
 
 	assert.Equal(t, []jsonrpc.Message{call, note}, readAll(t, c))
-	assert.Empty(t, inner.written, "nothing is answered before the call")
+	assert.Empty(t, inner.Written, "nothing is answered before the call")
 
 	answer := result(id(t, 1))
 	require.NoError(t, c.Write(t.Context(), answer))
-	require.Len(t, inner.written, 3)
-	assert.Same(t, answer, inner.written[0], "the call's answer first")
-	inUse(t, id(t, 1), inner.written[1])
-	inUse(t, id(t, 1), inner.written[2])
+	require.Len(t, inner.Written, 3)
+	assert.Same(t, answer, inner.Written[0], "the call's answer first")
+	inUse(t, id(t, 1), inner.Written[1])
+	inUse(t, id(t, 1), inner.Written[2])
 
-	inner.in = []jsonrpc.Message{again}
+	inner.In = []jsonrpc.Message{again}
 	assert.Equal(t, []jsonrpc.Message{again}, readAll(t, c), "the id is free once answered")
 }
 
@@ -106,30 +79,30 @@ func TestReusedStream(t *testing.T) {
 	listen := &jsonrpc.Request{ID: id(t, 5), Method: "subscriptions/listen"}
 	again := &jsonrpc.Request{ID: id(t, 5), Method: "tools/list"}
 	other := &jsonrpc.Request{ID: id(t, 6), Method: "tools/list"}
-	inner := &scripted{in: []jsonrpc.Message{listen, again, other}}
+	inner := &mcptest.Scripted{In: []jsonrpc.Message{listen, again, other}}
 	c := inflight.Wrap(inner)
 
 	assert.Equal(t, []jsonrpc.Message{listen, other}, readAll(t, c))
-	require.Len(t, inner.written, 1)
-	inUse(t, id(t, 5), inner.written[0])
+	require.Len(t, inner.Written, 1)
+	inUse(t, id(t, 5), inner.Written[0])
 	require.NoError(t, c.Write(t.Context(), result(id(t, 5))))
-	assert.Len(t, inner.written, 2, "the stream's answer, alone")
+	assert.Len(t, inner.Written, 2, "the stream's answer, alone")
 }
 
 // TestDrop: a call that will get no answer frees its id, and a request
 // that reused it is answered then.
 func TestDrop(t *testing.T) {
 	call := &jsonrpc.Request{ID: id(t, 2), Method: "tools/call"}
-	inner := &scripted{in: []jsonrpc.Message{call, call}}
+	inner := &mcptest.Scripted{In: []jsonrpc.Message{call, call}}
 	c := inflight.Wrap(inner)
 	assert.Equal(t, []jsonrpc.Message{call}, readAll(t, c))
 
 	require.NoError(t, c.Drop(t.Context(), id(t, 2)))
-	require.Len(t, inner.written, 1)
-	inUse(t, id(t, 2), inner.written[0])
-	inner.in = []jsonrpc.Message{call}
+	require.Len(t, inner.Written, 1)
+	inUse(t, id(t, 2), inner.Written[0])
+	inner.In = []jsonrpc.Message{call}
 	assert.Equal(t, []jsonrpc.Message{call}, readAll(t, c), "the id is free")
 
 	require.NoError(t, c.Drop(t.Context(), id(t, 9)), "an id not in use")
-	assert.Len(t, inner.written, 1)
+	assert.Len(t, inner.Written, 1)
 }

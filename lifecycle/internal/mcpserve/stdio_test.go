@@ -115,31 +115,7 @@ func TestStdioReusedID(t *testing.T) {
 	}
 }
 
-// scripted is a connection that reads the messages it was given, then
-// io.EOF, and keeps what is written to it.
-type scripted struct {
-	in      []jsonrpc.Message
-	written []jsonrpc.Message
-}
-
-func (s *scripted) Read(context.Context) (jsonrpc.Message, error) {
-	if len(s.in) == 0 {
-		return nil, io.EOF
-	}
-	m := s.in[0]
-	s.in = s.in[1:]
-	return m, nil
-}
-
-func (s *scripted) Write(_ context.Context, m jsonrpc.Message) error {
-	s.written = append(s.written, m)
-	return nil
-}
-
-func (s *scripted) Close() error      { return nil }
-func (s *scripted) SessionID() string { return "" }
-
-type scriptedTransport struct{ c *scripted }
+type scriptedTransport struct{ c *mcptest.Scripted }
 
 func (t scriptedTransport) Connect(context.Context) (mcp.Connection, error) { return t.c, nil }
 
@@ -154,7 +130,7 @@ func TestStdioReusedStreamID(t *testing.T) {
 	listen := &jsonrpc.Request{ID: id5, Method: "subscriptions/listen"}
 	again := &jsonrpc.Request{ID: id5, Method: "tools/list"}
 	other := &jsonrpc.Request{ID: id6, Method: "tools/list"}
-	inner := &scripted{in: []jsonrpc.Message{listen, again, other}}
+	inner := &mcptest.Scripted{In: []jsonrpc.Message{listen, again, other}}
 	c, err := newDrainTransport(scriptedTransport{inner}, failAfter).Connect(t.Context())
 	require.NoError(t, err)
 
@@ -163,9 +139,9 @@ func TestStdioReusedStreamID(t *testing.T) {
 		require.NoError(t, err)
 		assert.Same(t, want, got)
 	}
-	require.Len(t, inner.written, 1)
-	resp, ok := inner.written[0].(*jsonrpc.Response)
-	require.True(t, ok, "%T", inner.written[0])
+	require.Len(t, inner.Written, 1)
+	resp, ok := inner.Written[0].(*jsonrpc.Response)
+	require.True(t, ok, "%T", inner.Written[0])
 	assert.Equal(t, id5, resp.ID)
 	var rpcErr *jsonrpc.Error
 	require.ErrorAs(t, resp.Error, &rpcErr)
