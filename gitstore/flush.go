@@ -340,10 +340,19 @@ var viewListed func()
 // change takes while Commit, Rollback or Tag hold flushMu (see settle),
 // so that order would deadlock. It lists again only when another step
 // made progress.
-func (s *Store) freshView() error {
+func (s *Store) freshView() error { return s.switchView(nil) }
+
+// switchView is freshView for a view that leaves out the packs deleting
+// names as well, when not nil: those housekeepPacks is about to delete.
+// Once that view is the store's, views listed later leave them out too
+// (packsGone), and those listed before are stale (packGen counts).
+func (s *Store) switchView(deleting map[string]bool) error {
 	for {
 		s.mu.Lock()
-		gen, gone := s.packGen, maps.Clone(s.packsGone)
+		gen, gone := s.packGen, deleting
+		if gone == nil {
+			gone = maps.Clone(s.packsGone)
+		}
 		s.mu.Unlock()
 		st := newStorageWithout(s.gitDir, gone)
 		if _, err := st.ObjectPacks(); err != nil {
@@ -356,6 +365,10 @@ func (s *Store) freshView() error {
 		}
 		s.mu.Lock()
 		if s.packGen == gen {
+			if deleting != nil {
+				s.packsGone = deleting
+				s.packGen++
+			}
 			err := s.useStorage(st)
 			s.mu.Unlock()
 			return err
@@ -569,24 +582,7 @@ func (s *Store) housekeepPacks(tidy bool) error {
 			gone["pack-"+p.hash.String()+".pack"] = true
 		}
 	}
-	for {
-		s.mu.Lock()
-		gen := s.packGen
-		s.mu.Unlock()
-		fresh := newStorageWithout(s.gitDir, gone)
-		_ = fresh.HasEncodedObject(plumbing.ZeroHash) // loads every pack's index
-		s.mu.Lock()
-		if s.packGen != gen {
-			s.mu.Unlock()
-			fresh.Close()
-			continue
-		}
-		s.packsGone = gone
-		s.packGen++
-		err = s.useStorage(fresh)
-		s.mu.Unlock()
-		break
-	}
+	err = s.switchView(gone)
 	defer func() {
 		s.mu.Lock()
 		s.packsGone = nil
