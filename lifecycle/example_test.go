@@ -127,3 +127,40 @@ func ExampleMain() {
 		},
 	})
 }
+
+// Warm builds what NewServer needs that does not come from the home while
+// the harness locks, checks and recovers it: here the tools' schemas, which
+// the go-sdk infers by reflection, go into a cache both servers share, so
+// NewServer finds them made. Run does not wait for Warm; if NewServer comes
+// first, it infers what the cache lacks itself.
+func ExampleOptions_warm() {
+	type noteArgs struct {
+		Text string `json:"text"`
+	}
+	schemas := mcp.NewSchemaCache()
+	build := func(env *lifecycle.Env) *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v0.1.0"}, &mcp.ServerOptions{SchemaCache: schemas})
+		mcp.AddTool(s, &mcp.Tool{Name: "add_note", Description: "Add a note."},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in noteArgs) (*mcp.CallToolResult, any, error) {
+				_, err := env.Update(ctx, "add a note", func(tx *lifecycle.Tx) error {
+					notes, err := tx.List("notes")
+					if err != nil {
+						return err
+					}
+					return tx.WriteYAML(fmt.Sprintf("notes/%d.yaml", len(notes)), in)
+				})
+				return nil, nil, err
+			})
+		return s
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.TempDir()
+	}
+	lifecycle.Main(lifecycle.Options{
+		Name:      "notes",
+		Home:      filepath.Join(home, ".notes"),
+		Warm:      func() { build(&lifecycle.Env{}) },
+		NewServer: func(env *lifecycle.Env) (*mcp.Server, error) { return build(env), nil },
+	})
+}

@@ -47,6 +47,21 @@ type Options struct {
 	// tool that panics while serving fails its call with a tool error
 	// saying so (the stack goes to Logger), and the server serves on.
 	NewServer func(*Env) (*mcp.Server, error)
+	// Warm, if set, runs in a goroutine of its own as soon as this
+	// process becomes the writer, beside bootstrap, recovery and the
+	// binding of the transports, which NewServer comes after. It is for
+	// the part of building the server that needs nothing from the home,
+	// which then overlaps with them on another core: chiefly the go-sdk's
+	// inference of the tools' schemas (most of a small server's start),
+	// by adding the tools to a throwaway server that shares an
+	// mcp.SchemaCache with the one NewServer builds
+	// (mcp.ServerOptions.SchemaCache); see the example. Run does not wait
+	// for it: NewServer may run while Warm still does, sharing its work
+	// through the cache, and Warm may still run when Run returns. It must
+	// not touch the home. A panic in it is logged and otherwise ignored.
+	// A process that attaches to the writer does not call it; one that
+	// takes over from the writer does.
+	Warm func()
 
 	// NoStdio turns the stdio transport off (it is on by default). A
 	// process without stdio has no client to attach, so on a home in use
