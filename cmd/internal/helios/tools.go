@@ -105,21 +105,70 @@ type (
 // NewServer builds helios's MCP server on env: the tools read and write the
 // files under env.ConfigDir, every change through env.Update.
 func NewServer(env *lifecycle.Env) (*mcp.Server, error) {
+	s, add := build(env, schemas)
+	for _, a := range add {
+		a()
+	}
+	return s, nil
+}
+
+// Warm infers the tools' schemas into the cache NewServer's server uses,
+// for lifecycle.Options.Warm: the go-sdk's inference is most of helios's
+// start, and Warm runs it on another core while the harness locks, checks
+// and recovers the home. It adds the tools in the opposite order to
+// NewServer, so that a NewServer that starts before Warm is done infers
+// from the other end and the two meet, rather than both inferring the same
+// schemas.
+func Warm() {
+	_, add := build(&lifecycle.Env{}, schemas)
+	for _, a := range slices.Backward(add) {
+		a()
+	}
+}
+
+// schemas holds the schemas the go-sdk inferred from the tools' argument
+// and result types, for every server this process builds (Warm's, then
+// NewServer's).
+var schemas = mcp.NewSchemaCache()
+
+// build makes helios's server on env, with the schema cache given (nil:
+// none), and returns with it the functions that add its tools, in order.
+func build(env *lifecycle.Env, cache *mcp.SchemaCache) (*mcp.Server, []func()) {
 	t := &tools{env: env, cfg: newConfig(env.ConfigDir, env.Reader(), env.Explain)}
 	s := mcp.NewServer(&mcp.Implementation{Name: "helios", Version: Version()}, &mcp.ServerOptions{
 		Instructions: "helios keeps personas and preferences in a git-versioned home; every change is durable when a tool returns.",
 		Logger:       lifecycle.SDKLogger(env.Logger),
+		SchemaCache:  cache,
 	})
-	addTool(s, env, &mcp.Tool{Name: "get_config", Description: "Read the base configuration and the active persona."}, t.getConfig)
-	addTool(s, env, &mcp.Tool{Name: "list_personas", Description: "List persona names and the active one."}, t.listPersonas)
-	addTool(s, env, &mcp.Tool{Name: "get_persona", Description: "Read one persona."}, t.getPersona)
-	addTool(s, env, &mcp.Tool{Name: "set_active_persona", Description: "Make a persona the active one."}, t.setActive)
-	addTool(s, env, &mcp.Tool{Name: "update_preference", Description: "Set (or, with an empty value, remove) one preference of a persona."}, t.updatePreference)
-	addTool(s, env, &mcp.Tool{Name: "commit_changes", Description: "Commit config files edited by hand."}, t.commitChanges)
-	addTool(s, env, &mcp.Tool{Name: "history", Description: "List the commits that changed the config, newest first."}, t.history)
-	addTool(s, env, &mcp.Tool{Name: "rollback", Description: "Make the config equal to an earlier revision, as a new commit."}, t.rollback)
-	addTool(s, env, &mcp.Tool{Name: "server_info", Description: "Describe this server: which process answers (the writer, or one attached to it), pid, transports, health, boot and recovery."}, t.serverInfo)
-	return s, nil
+	return s, []func(){
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "get_config", Description: "Read the base configuration and the active persona."}, t.getConfig)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "list_personas", Description: "List persona names and the active one."}, t.listPersonas)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "get_persona", Description: "Read one persona."}, t.getPersona)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "set_active_persona", Description: "Make a persona the active one."}, t.setActive)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "update_preference", Description: "Set (or, with an empty value, remove) one preference of a persona."}, t.updatePreference)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "commit_changes", Description: "Commit config files edited by hand."}, t.commitChanges)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "history", Description: "List the commits that changed the config, newest first."}, t.history)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "rollback", Description: "Make the config equal to an earlier revision, as a new commit."}, t.rollback)
+		},
+		func() {
+			addTool(s, env, &mcp.Tool{Name: "server_info", Description: "Describe this server: which process answers (the writer, or one attached to it), pid, transports, health, boot and recovery."}, t.serverInfo)
+		},
+	}
 }
 
 // addTool adds a tool whose errors reach the client through

@@ -185,6 +185,7 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 		Home:         *home,
 		Spec:         helios.Spec(),
 		NewServer:    helios.NewServer,
+		Warm:         helios.Warm,
 		HTTP:         *httpAddr,
 		NoStdio:      *noStdio,
 		HTTPLimits:   limits,
