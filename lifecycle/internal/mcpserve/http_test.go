@@ -262,6 +262,57 @@ func TestHTTPUnknownMethod(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
 		assert.Contains(t, string(body), "Last-Event-ID")
 	})
+	// A 2025-03-26 batch holding one: the go-sdk runs none of it; each
+	// request gets an error with its id, notifications none.
+	t.Run("batch", func(t *testing.T) {
+		c := s.initialized(t, "2025-03-26")
+		for _, tt := range []struct {
+			name string
+			body []string
+			want map[string]int // id: code
+		}{
+			{"unknown last", []string{rpc(1, "tools/list", map[string]any{}), rpc(2, "nosuch/method", map[string]any{})},
+				map[string]int{"1": -32600, "2": -32601}},
+			{"unknown first, twice, beside a notification",
+				[]string{rpc(3, "nosuch/method", map[string]any{}), `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+					rpc(4, "tools/call", map[string]any{"name": "slow_echo", "arguments": map[string]any{"text": "x"}}), rpc(5, "nosuch/method", nil)},
+				map[string]int{"3": -32601, "4": -32600, "5": -32601}},
+			{"an unknown notification", []string{`{"jsonrpc":"2.0","method":"nosuch/note"}`, rpc(6, "tools/list", map[string]any{})},
+				map[string]int{"6": -32600}},
+			{"an unknown notification alone", []string{`{"jsonrpc":"2.0","method":"nosuch/note"}`},
+				map[string]int{"null": -32601}},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				for i := range tt.body {
+					tt.body[i] = strings.TrimSpace(tt.body[i])
+				}
+				resp, body := c.post(t, "["+strings.Join(tt.body, ",")+"]")
+				require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+				assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+				var msgs []rpcResponse
+				if len(tt.want) == 1 && tt.want["null"] != 0 {
+					var one rpcResponse
+					require.NoError(t, json.Unmarshal(body, &one), "%s", body)
+					msgs = append(msgs, one)
+				} else {
+					require.NoError(t, json.Unmarshal(body, &msgs), "a batch of errors: %s", body)
+				}
+				got := map[string]int{}
+				for _, m := range msgs {
+					require.NotNil(t, m.Error, "%s", body)
+					got[string(m.ID)] = m.Error.Code
+					if m.Error.Code == -32601 {
+						assert.Contains(t, m.Error.Message, `"nosuch/`)
+					} else {
+						assert.Contains(t, m.Error.Message, "not run")
+					}
+				}
+				assert.Equal(t, tt.want, got, "%s", body)
+			})
+		}
+		_, list := c.call(t, rpc(10, "tools/list", map[string]any{}))
+		require.Nil(t, list.Error, "the session goes on")
+	})
 }
 
 // TestHTTPParseError: a POST whose body is not JSON gets the JSON-RPC

@@ -5,17 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// notFoundWriter turns the go-sdk's answer to a single request of a
-// method it does not serve, before 2026-07-28 400 and the plain text
-// `JSON RPC not handled: "x" unsupported`, into the JSON-RPC 2.0 Method
-// not found error (-32601) with the request's id, which a client library
-// can read. It holds back any plain-text 400 until finish; every other
-// answer passes through untouched.
+// notFoundWriter turns the go-sdk's answer to a request of a method it
+// does not serve, before 2026-07-28 400 and the plain text `JSON RPC not
+// handled: "x" unsupported`, into the JSON-RPC 2.0 Method not found error
+// (-32601) with the request's id, which a client library can read; for a
+// batch (2025-03-26), which the go-sdk then refuses whole before running
+// any of it, into a batch of errors, one per request: Method not found
+// for each request of that method, Invalid Request (-32600), saying it did
+// not run, for the others. It holds back any plain-text 400 until finish;
+// every other answer passes through untouched.
 type notFoundWriter struct {
 	http.ResponseWriter
 	held bool // a plain-text 400 is held back
@@ -49,23 +53,91 @@ func (n *notFoundWriter) Flush() {
 	}
 }
 
-// finish sends a held answer: the Method not found error if it was one,
-// else the answer as the go-sdk wrote it. data is the request.
+// finish sends a held answer: the Method not found error (or a batch of
+// errors) if it was one, else the answer as the go-sdk wrote it. data is
+// the request.
 func (n *notFoundWriter) finish(data []byte) {
 	if !n.held {
 		return
 	}
-	if !bytes.HasPrefix(n.body.Bytes(), notHandled) {
+	name, ok := unsupported(n.body.Bytes())
+	if !ok {
 		n.ResponseWriter.WriteHeader(http.StatusBadRequest)
 		n.ResponseWriter.Write(n.body.Bytes())
 		return
 	}
+	n.Header().Del("X-Content-Type-Options")
+	if trimmed := bytes.TrimLeft(data, " \t\r\n"); len(trimmed) > 0 && trimmed[0] == '[' {
+		n.batchNotFound(data, name)
+		return
+	}
 	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+		ID json.RawMessage `json:"id"`
 	}
 	_ = json.Unmarshal(data, &msg)
-	n.Header().Del("X-Content-Type-Options")
 	writeRPCError(n.ResponseWriter, http.StatusBadRequest, msg.ID, jsonrpc.CodeMethodNotFound,
-		fmt.Sprintf("method not found: this server does not serve %q", msg.Method))
+		fmt.Sprintf("method not found: this server does not serve %q", name))
+}
+
+// batchNotFound answers a batch the go-sdk refused for a message of
+// method name: an error for each request in it, none of which ran.
+func (n *notFoundWriter) batchNotFound(data []byte, name string) {
+	type rpcError struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   *jsonrpc.Error  `json:"error"`
+	}
+	var msgs []json.RawMessage
+	_ = json.Unmarshal(data, &msgs)
+	var out []rpcError
+	for _, m := range msgs {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(m, &req) != nil || req.Method == "" || len(req.ID) == 0 || string(req.ID) == "null" {
+			continue // a notification or a response: nothing to answer
+		}
+		e := &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("not run: this batch also holds "+
+			"a message of %q, a method this server does not serve, and a batch with one is refused whole: "+
+			"send the other messages again without it", name)}
+		if req.Method == name {
+			e = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method not found: "+
+				"this server does not serve %q; no message of this batch was run", name)}
+		}
+		out = append(out, rpcError{"2.0", req.ID, e})
+	}
+	if len(out) == 0 { // only notifications: one error says why none was run
+		writeRPCError(n.ResponseWriter, http.StatusBadRequest, nil, jsonrpc.CodeMethodNotFound,
+			fmt.Sprintf("method not found: this server does not serve %q; no message of this batch was run", name))
+		return
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		writeRPCError(n.ResponseWriter, http.StatusBadRequest, nil, jsonrpc.CodeMethodNotFound,
+			fmt.Sprintf("method not found: this server does not serve %q; no message of this batch was run", name))
+		return
+	}
+	n.Header().Set("Content-Type", "application/json")
+	n.ResponseWriter.WriteHeader(http.StatusBadRequest)
+	n.ResponseWriter.Write(body)
+}
+
+// unsupported returns the method the go-sdk's plain-text refusal body
+// names (`JSON RPC not handled: "x" unsupported`), and whether it is one.
+func unsupported(body []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(body, notHandled)
+	if !ok {
+		return "", false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 {
+		return "", false
+	}
+	quoted, err := strconv.QuotedPrefix(string(rest[i:]))
+	if err != nil {
+		return "", false
+	}
+	name, err := strconv.Unquote(quoted)
+	return name, err == nil
 }

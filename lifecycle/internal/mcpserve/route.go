@@ -159,11 +159,9 @@ func (h *httpServer) servePOST(w http.ResponseWriter, r *http.Request, s *sessio
 	if !batch && bytes.Contains(data, []byte(`"subscriptions/listen"`)) && method(data) == "subscriptions/listen" {
 		notACall(r)
 	}
-	if !batch {
-		nf := &notFoundWriter{ResponseWriter: w}
-		defer nf.finish(data)
-		w = nf
-	}
+	nf := &notFoundWriter{ResponseWriter: w}
+	defer nf.finish(data)
+	w = nf
 
 	switch {
 	case h.opts.Mode == ModeStateless:
