@@ -64,6 +64,44 @@ func TestNoHome(t *testing.T) {
 	}
 }
 
+// TestTildeHome: a home written with ~, which an MCP client passes as it
+// is, is a usage error naming where it came from and the full path, and
+// nothing is made in the directory helios starts in.
+func TestTildeHome(t *testing.T) {
+	user := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"--home ~/x", []string{"--home", "~/x"}, nil,
+			`helios: --home "~/x" starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path, such as ` + filepath.Join(user, "x") + "\n"},
+		{"HELIOS_HOME=~/.helios", nil, []string{"HELIOS_HOME=~/.helios"},
+			`helios: HELIOS_HOME "~/.helios" starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path, such as ` + filepath.Join(user, ".helios") + "\n"},
+		{"--home ~", []string{"--home", "~"}, nil,
+			`helios: --home "~" starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path, such as ` + user + "\n"},
+		{"--home ~bob/x", []string{"--home", "~bob/x"}, nil,
+			`helios: --home "~bob/x" starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path` + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(heliosBin, append(tt.args, "--registry", "")...)
+			cmd.Env = append(os.Environ(), append([]string{"HOME=" + user, "HELIOS_HOME="}, tt.env...)...)
+			cmd.Dir = dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.Error(t, cmd.Run())
+			assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
+			assert.Equal(t, tt.want, stderr.String())
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			assert.Empty(t, entries, "nothing made where helios started")
+		})
+	}
+}
+
 // TestHeliosHome: without --home, helios uses $HELIOS_HOME, then
 // ~/.helios; --home wins over both, and a relative one is relative to the
 // directory helios starts in.

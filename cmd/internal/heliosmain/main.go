@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/cmd/internal/helios"
@@ -65,7 +66,7 @@ func Main(args []string, newElector NewElector) {
 func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*lifecycle.Options, int) {
 	fs := flag.NewFlagSet("helios", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME)")
+	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME); give an absolute path: a relative one is taken from\nthe directory helios starts in, which an MCP client chooses, and ~ is not expanded")
 	httpAddr := fs.String("http", "", "also serve Streamable HTTP on this address, e.g. 127.0.0.1:0")
 	noStdio := fs.Bool("no-stdio", false, "serve HTTP only and ignore stdin, which then need not be open (nohup, a service manager);\nstop with SIGTERM or SIGINT; needs --http")
 	exclusive := fs.Bool("exclusive", false, "exit 3 if the home is in use instead of attaching to the helios running there,\nand take no attached clients")
@@ -141,9 +142,7 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 		return nil, exitUsage
 	}
 	if *home == "" {
-		homeGiven := false
-		fs.Visit(func(f *flag.Flag) { homeGiven = homeGiven || f.Name == "home" })
-		if homeGiven {
+		if flagSet(fs, "home") {
 			fmt.Fprintln(stderr, "helios: --home is empty: give the home directory, or leave --home out to use $HELIOS_HOME or ~/.helios")
 		} else {
 			fmt.Fprintln(stderr, "helios: no home: set --home or HELIOS_HOME (no $HOME to default to)")
@@ -154,6 +153,15 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 	// helios was started in, as a person typing it in a shell means;
 	// lifecycle refuses a relative home, whose meaning would depend on a
 	// working directory an MCP client chooses.
+	if strings.HasPrefix(*home, "~") {
+		from := "--home"
+		if !flagSet(fs, "home") {
+			from = "HELIOS_HOME"
+		}
+		fmt.Fprintf(stderr, "helios: %s %q starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path%s\n",
+			from, *home, expanded(*home))
+		return nil, exitUsage
+	}
 	abs, err := filepath.Abs(*home)
 	if err != nil {
 		fmt.Fprintf(stderr, "helios: --home %q cannot be made absolute (%v): give an absolute path\n", *home, err)
@@ -246,6 +254,27 @@ var httpModes = map[string]lifecycle.HTTPMode{
 	"both":      lifecycle.HTTPModeBoth,
 	"sessions":  lifecycle.HTTPModeSessions,
 	"stateless": lifecycle.HTTPModeStateless,
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// expanded suggests, for a home written with ~ or ~/..., the path a shell
+// would have made of it: ", such as /home/me/x", or "" when it cannot tell.
+func expanded(home string) string {
+	rest, ok := strings.CutPrefix(home, "~")
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "" // ~user/...: another user's home
+	}
+	user, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return ", such as " + filepath.Join(user, rest)
 }
 
 func defaultHome() string {
