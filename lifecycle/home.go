@@ -135,6 +135,35 @@ func checkHomeDir(home string, extraDirs []string) error {
 		home, strings.Join(shown, ", "), bootstrap.VersionFile, ErrNotHome)
 }
 
+// checkNotNested refuses a home inside another home, such as one in
+// another home's config/: that home's server would commit this one's
+// files into its history (its state file's bearer token, pushed with the
+// history to any git remote) and recovery there would move this one's
+// socket and temporary files away. A directory is a home if it has a stamp
+// that parses and a config repository (a stray .version or config/.git of
+// the user's is not enough). It only reads: a stat per directory above
+// home, and a read of the stamp where there is one.
+func checkNotNested(home string) error {
+	for dir := filepath.Dir(home); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, bootstrap.VersionFile)); err == nil && installed(dir) {
+			where, _ := filepath.Rel(dir, home)
+			return fmt.Errorf("lifecycle: %s is inside the home %s (at %s): that home's server would commit this "+
+				"home's files into its own history, its bearer token included, and move its socket away: "+
+				"give a directory outside %s: %w", home, dir, where, dir, ErrNotHome)
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return nil
+		}
+	}
+}
+
+// installed reports whether dir is an installed home: a stamp that
+// parses and a config repository.
+func installed(dir string) bool {
+	info, err := bootstrap.Detect(dir, 0)
+	return err == nil && info.State != bootstrap.Fresh && info.State != bootstrap.Incomplete
+}
+
 // inLayout reports whether name, an entry of a home's top directory, is
 // part of the home layout or left by a write into it.
 func inLayout(name string, extraDirs []string) bool {

@@ -90,6 +90,37 @@ func TestRunRefusesADirectoryThatIsNotAHome(t *testing.T) {
 	}
 }
 
+// TestRunRefusesAHomeInsideAHome: a home inside another home (in its
+// config/, where that home's server would commit this one's state file and
+// token, or anywhere else in it) is refused before anything is made; a
+// stray .version or config/.git of the user's above a home is not a home.
+func TestRunRefusesAHomeInsideAHome(t *testing.T) {
+	outer := options(t)
+	require.NoError(t, run(t, outer).stop(t))
+	for _, inner := range []string{"config/nested", "config/a/b/c", "backups/x", "sub"} {
+		t.Run(inner, func(t *testing.T) {
+			opts := options(t)
+			opts.Home = filepath.Join(outer.Home, inner)
+			h, err := lifecycle.New(opts)
+			require.NoError(t, err)
+			err = h.Run(t.Context())
+			require.ErrorIs(t, err, lifecycle.ErrNotHome)
+			assert.Contains(t, err.Error(), opts.Home+" is inside the home "+outer.Home)
+			assert.Contains(t, err.Error(), "give a directory outside "+outer.Home)
+			assert.NoDirExists(t, opts.Home, "nothing made")
+		})
+	}
+	t.Run("not homes", func(t *testing.T) {
+		parent := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(parent, bootstrap.VersionFile), []byte("mine\n"), 0o600))
+		require.NoError(t, os.MkdirAll(filepath.Join(parent, "config", ".git"), 0o700))
+		opts := options(t)
+		opts.Home = filepath.Join(parent, "home")
+		require.NoError(t, run(t, opts).stop(t))
+		assert.FileExists(t, filepath.Join(opts.Home, bootstrap.VersionFile))
+	})
+}
+
 func names(entries []os.DirEntry) []string {
 	var out []string
 	for _, e := range entries {

@@ -118,6 +118,9 @@ func (h *Harness) Run(ctx context.Context) error {
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
 		return err // before the lock, which would write into the directory
 	}
+	if err := checkNotNested(o.Home); err != nil {
+		return err
+	}
 	if err := createHome(o.Home); err != nil {
 		return err
 	}
