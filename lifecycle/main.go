@@ -35,6 +35,12 @@ const (
 // its writer (Options.Exclusive, Options.NoStdio, a writer of another user
 // or one that takes no attached clients).
 //
+// stdout is the MCP transport's alone: Main gives the transport a
+// duplicate of it and points file descriptor 1 and os.Stdout at stderr,
+// so that a tool's stray fmt.Println, or the output of a program a tool
+// runs, lands in the log rather than in the client's JSON-RPC stream
+// (unless opts.Stdout is set or stdio is off).
+//
 // Unless opts.NoSignals is set, it stops cleanly on SIGINT, SIGTERM and
 // SIGHUP (as Run does), and a closed stdout or stderr makes a write fail
 // instead of killing the process with SIGPIPE, so that a client that exits
@@ -57,6 +63,9 @@ func runMain(ctx context.Context, opts Options, stderr io.Writer) int {
 	}
 	h, err := New(opts)
 	if err == nil {
+		if stderr == os.Stderr {
+			takeStdout(&h.opts, name, stderr)
+		}
 		h.started = paceStartGC()
 		defer h.started()
 		if f, ok := stdin(&opts).(*os.File); ok && !opts.NoStdio && isTerminal(f) {

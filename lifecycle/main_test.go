@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -185,6 +186,27 @@ func TestMainStderrClosed(t *testing.T) {
 	require.NoError(t, stdin.Close())
 	assert.NoError(t, cmd.Wait(), "exit status 0, not killed by SIGPIPE")
 	assert.NoFileExists(t, filepath.Join(home, statefile.FileName), "a clean stop")
+}
+
+// TestMainStdoutIsTheTransports: what a tool of a server on Main prints to
+// stdout, itself or through a program it runs, goes to stderr, and the
+// client's stream holds only messages: the calls around it are answered.
+func TestMainStdoutIsTheTransports(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	cmd := exec.Command(mainChild, "-home", home)
+	stderr := new(mcptest.Buffer)
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	for range 2 {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "print"})
+		require.NoError(t, err, "stderr:\n%s", stderr)
+		assert.False(t, res.IsError, "%s", mcptest.Text(res))
+	}
+	require.NoError(t, cs.Close())
+	assert.Contains(t, stderr.String(), "mainchild: print: stray output from a tool\n")
+	assert.Contains(t, stderr.String(), "mainchild: print: output of a program a tool runs\n")
 }
 
 // TestMainToolIgnoresContext: a tool that blocks for ever, ignoring its

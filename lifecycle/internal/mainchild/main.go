@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,6 +41,13 @@ func main() {
 				return nil, errors.New("mainchild: NewServer fails, as -server fail asks")
 			}
 			s := mcp.NewServer(&mcp.Implementation{Name: "mainchild", Version: "v0"}, nil)
+			mcp.AddTool(s, &mcp.Tool{Name: "print", Description: "prints to stdout, and runs a program that does"},
+				func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, struct{}, error) {
+					fmt.Println("mainchild: print: stray output from a tool")
+					out := exec.CommandContext(ctx, "echo", "mainchild: print: output of a program a tool runs")
+					out.Stdout = os.Stdout // as a tool that passes its stdout on would
+					return nil, struct{}{}, out.Run()
+				})
 			if *block {
 				mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "blocks for ever, ignoring its context"},
 					func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, struct{}, error) {
