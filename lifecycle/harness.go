@@ -55,12 +55,14 @@ type Options struct {
 	// inference of the tools' schemas (most of a small server's start),
 	// by adding the tools to a throwaway server that shares an
 	// mcp.SchemaCache with the one NewServer builds
-	// (mcp.ServerOptions.SchemaCache); see the example. Run does not wait
-	// for it: NewServer may run while Warm still does, sharing its work
-	// through the cache, and Warm may still run when Run returns. It must
-	// not touch the home. A panic in it is logged and otherwise ignored.
-	// A process that attaches to the writer does not call it; one that
-	// takes over from the writer does.
+	// (mcp.ServerOptions.SchemaCache), as ExampleOptions_warm (in
+	// lifecycle's example_test.go) shows. Run does not wait for it:
+	// NewServer may run while Warm still does, sharing its work through
+	// the cache, and Warm may still run when Run returns. It must not
+	// touch the home: it runs beside recovery, which would take a file it
+	// wrote into config/ for a hand edit and commit it. A panic in it is
+	// logged and otherwise ignored. A process that attaches to the writer
+	// does not call it; one that takes over from the writer does.
 	Warm func()
 
 	// NoStdio turns the stdio transport off (it is on by default). A
