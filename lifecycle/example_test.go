@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -163,4 +164,28 @@ func ExampleOptions_warm() {
 		Warm:      func() { build(&lifecycle.Env{}) },
 		NewServer: func(env *lifecycle.Env) (*mcp.Server, error) { return build(env), nil },
 	})
+}
+
+// An operator tool checks that the path it was given is a home before it
+// reads it, so a mistyped path is refused, with the path and the fix, and
+// left as it was.
+func ExampleCheckHome() {
+	dir, _ := os.MkdirTemp("", "tool")
+	defer os.RemoveAll(dir)
+	home := filepath.Join(dir, "home")
+
+	err := lifecycle.CheckHome(home)
+	fmt.Println("missing:", errors.Is(err, lifecycle.ErrNotHome), errors.Is(err, fs.ErrNotExist))
+
+	if _, err := bootstrap.Ensure(context.Background(), bootstrap.Spec{Home: home, Schema: 1}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("installed:", lifecycle.CheckHome(home))
+	err = lifecycle.CheckHome(dir)
+	fmt.Println("its parent:", errors.Is(err, lifecycle.ErrNotHome))
+	// Output:
+	// missing: true true
+	// installed: <nil>
+	// its parent: true
 }

@@ -37,9 +37,9 @@ func hasConfigRepo(home string) bool {
 	return err == nil
 }
 
-// notHomeError is OpenHome's refusal of a path that is not an installed
-// home: it matches ErrNotHome, and fs.ErrNotExist too when nothing is at
-// the path.
+// notHomeError is CheckHome's and OpenHome's refusal of a path that is
+// not a home: it matches ErrNotHome, and fs.ErrNotExist too when nothing
+// is at the path.
 type notHomeError struct {
 	msg     string
 	missing bool
@@ -54,27 +54,38 @@ func (e *notHomeError) Unwrap() []error {
 	return []error{ErrNotHome}
 }
 
-// checkInstalled refuses, for OpenHome, a path that is not an installed
-// home, before the lock, which would create it or write into it: a path
-// starting with ~, a missing one, a file, and a directory with no config
-// repository (an empty one, the user's home directory, a home's parent).
-// It only reads.
-func checkInstalled(home string) error {
-	const fix = "check the path; a server creates the home on its first start"
-	notHome := func(format string, args ...any) error {
-		return &notHomeError{msg: "lifecycle: " + fmt.Sprintf(format, args...)}
-	}
+// notHome is a *notHomeError with a message from format and args.
+func notHome(format string, args ...any) error {
+	return &notHomeError{msg: "lifecycle: " + fmt.Sprintf(format, args...)}
+}
+
+// notHomeFix is the fix for a path that names no home.
+const notHomeFix = "check the path; a server creates the home on its first start"
+
+// CheckHome reports whether home is the directory of a home that a server
+// installed, for tools that read or repair a home and must not create one
+// where a mistyped path points: it returns nil for a directory with a
+// config repository (config/.git) or a bootstrap stamp (.version), and
+// otherwise an error that names the path and the fix and matches
+// ErrNotHome: for a path starting with ~, which only a shell expands; a
+// missing path (the error also matches fs.ErrNotExist); a file; an empty
+// directory; and a directory with neither (the user's home directory, a
+// home's parent). A stamped home without its config repository passes:
+// its install was interrupted, which a start finishes and which OpenHome
+// refuses, but a tool may still report on it. An error reading the
+// directory (permission, I/O) is returned as it is. CheckHome only reads.
+func CheckHome(home string) error {
 	if startsWithTilde(home) {
-		return notHome("home %q starts with ~, which only a shell expands: give the absolute path, built with os.UserHomeDir()", home)
+		return notHome("home %q starts with ~, which only a shell expands: give the absolute path (in Go, build it with os.UserHomeDir())", home)
 	}
 	fi, err := os.Stat(home)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return &notHomeError{msg: fmt.Sprintf("lifecycle: home %s does not exist: %s", home, fix), missing: true}
+		return &notHomeError{msg: fmt.Sprintf("lifecycle: home %s does not exist: %s", home, notHomeFix), missing: true}
 	case err != nil:
 		return fmt.Errorf("lifecycle: home: %w", err)
 	case !fi.IsDir():
-		return notHome("home %s is not a directory: %s", home, fix)
+		return notHome("home %s is not a directory: %s", home, notHomeFix)
 	case hasConfigRepo(home):
 		return nil // installed, or an installed home that lost its stamp: gitstore and recovery handle the rest
 	}
@@ -83,14 +94,30 @@ func checkInstalled(home string) error {
 	case err != nil:
 		return err
 	case info.State == bootstrap.Fresh:
-		return notHome("home %s is empty, not an installed home: %s", home, fix)
+		return notHome("home %s is empty, not an installed home: %s", home, notHomeFix)
 	}
-	if _, err := os.Stat(filepath.Join(home, bootstrap.VersionFile)); err == nil {
+	_, err = os.Stat(filepath.Join(home, bootstrap.VersionFile))
+	switch {
+	case err == nil:
+		return nil // stamped: an install that lost, or never finished, its config repository
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return notHome("%s is not an installed home: no %s stamp and no %s/.git repository: %s, or give the directory of an existing home",
+		home, bootstrap.VersionFile, bootstrap.ConfigDir, notHomeFix)
+}
+
+// checkInstalled is CheckHome for OpenHome, which also refuses a stamped
+// home without its config repository, whose install a start finishes.
+func checkInstalled(home string) error {
+	if err := CheckHome(home); err != nil {
+		return err
+	}
+	if !hasConfigRepo(home) {
 		return notHome("home %s has a %s stamp but no %s/.git repository: its install was interrupted; start the server once to finish it",
 			home, bootstrap.VersionFile, bootstrap.ConfigDir)
 	}
-	return notHome("%s is not a home: no %s stamp and no %s/.git repository: %s, or give the directory of an existing home",
-		home, bootstrap.VersionFile, bootstrap.ConfigDir, fix)
+	return nil
 }
 
 // checkHomeDir refuses to install a home into a directory that already

@@ -27,7 +27,10 @@ import (
 // does not exist, the user's own home directory, a home's parent, a file)
 // is refused before anything is created or locked: the error names the
 // path and the fix, matches ErrNotHome (and fs.ErrNotExist for a missing
-// path), and the directory tree is as it was, byte for byte.
+// path), and the directory tree is as it was, byte for byte. CheckHome,
+// the same check for operator tools, refuses each with the same error,
+// but passes a stamped home without its config repository, which OpenHome
+// refuses and a tool such as doctor reports on.
 func TestOpenHomeRefusesWhatIsNoHome(t *testing.T) {
 	root := t.TempDir()
 	t.Chdir(root) // "~/.helios" is relative: nothing may appear here either
@@ -41,22 +44,29 @@ func TestOpenHomeRefusesWhatIsNoHome(t *testing.T) {
 	require.NoError(t, os.Mkdir(empty, 0o700))
 	file := filepath.Join(root, "file")
 	require.NoError(t, os.WriteFile(file, []byte("x\n"), 0o600))
+	torn := filepath.Join(root, "torn") // stamped, its config repository gone
+	_, err = bootstrap.Ensure(t.Context(), bootstrap.Spec{Home: torn, Schema: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(filepath.Join(torn, bootstrap.ConfigDir)))
 
 	for _, tc := range []struct {
 		name, path string
 		fix        string
 		missing    bool // also matches fs.ErrNotExist
+		checkOK    bool // CheckHome passes it
 	}{
-		{"tilde", "~/.helios", "only a shell expands", false},
-		{"tilde alone", "~", "only a shell expands", false},
-		{"missing", filepath.Join(root, ".heilos"), "check the path; a server creates the home on its first start", true},
-		{"user's home", user, "no " + bootstrap.VersionFile + " stamp and no config/.git repository", false},
-		{"home's parent", root, "no " + bootstrap.VersionFile + " stamp and no config/.git repository", false},
-		{"empty", empty, "check the path; a server creates the home on its first start", false},
-		{"file", file, "not a directory", false},
+		{"tilde", "~/.helios", "only a shell expands", false, false},
+		{"tilde alone", "~", "only a shell expands", false, false},
+		{"missing", filepath.Join(root, ".heilos"), "check the path; a server creates the home on its first start", true, false},
+		{"user's home", user, "no " + bootstrap.VersionFile + " stamp and no config/.git repository", false, false},
+		{"home's parent", root, "no " + bootstrap.VersionFile + " stamp and no config/.git repository", false, false},
+		{"empty", empty, "check the path; a server creates the home on its first start", false, false},
+		{"file", file, "not a directory", false, false},
+		{"stamped, no repository", torn, "start the server once to finish it", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := treeOf(t, root)
+			checkErr := lifecycle.CheckHome(tc.path)
 			env, closeEnv, err := lifecycle.OpenHome(tc.path, nil)
 			if err == nil {
 				closeEnv()
@@ -67,6 +77,11 @@ func TestOpenHomeRefusesWhatIsNoHome(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.fix)
 			assert.ErrorIs(t, err, lifecycle.ErrNotHome)
 			assert.Equal(t, tc.missing, errors.Is(err, fs.ErrNotExist), "%v", err)
+			if tc.checkOK {
+				assert.NoError(t, checkErr)
+			} else {
+				assert.Equal(t, err, checkErr)
+			}
 			assert.Equal(t, before, treeOf(t, root), "nothing is written")
 		})
 	}

@@ -434,7 +434,7 @@ func TestRollbackReportsRepairs(t *testing.T) {
 }
 
 // TestBadHome: every command that reads a home, given one that is not
-// there, not a directory or not a home, fails with exit 1 and one line that
+// there, a ~ no shell expanded, not a directory or not a home, fails with exit 1 and one line that
 // names the path, and writes nothing.
 func TestBadHome(t *testing.T) {
 	dir := t.TempDir()
@@ -449,15 +449,16 @@ func TestBadHome(t *testing.T) {
 		name, path, says string
 	}{
 		{"missing", filepath.Join(dir, "missing"), "does not exist"},
+		{"a ~ no shell expanded", "~/.helios", "only a shell expands"},
 		{"a file", file, "not a directory"},
-		{"an empty directory", empty, "not installed"},
-		{"another directory", other, "not installed"},
+		{"an empty directory", empty, "not an installed home"},
+		{"another directory", other, "not an installed home"},
 	}
 	commands := [][]string{{"doctor"}, {"doctor", "--fix"}, {"history"}, {"rollback", "HEAD"}, {"status"}}
 	for _, h := range homes {
 		for _, c := range commands {
 			for _, m := range modes {
-				if c[0] == "status" && h.says == "not installed" {
+				if c[0] == "status" && h.says == "not an installed home" {
 					continue // status reports it: TestStatus
 				}
 				t.Run(h.name+"/"+strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {

@@ -37,7 +37,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -216,48 +215,38 @@ func defaultHome() string {
 	return ""
 }
 
-// checkHome gives a clear error for a home that is not there or not a
-// directory.
+// errNoHome is the usage error for an empty --home.
+var errNoHome = &usageError{"no home: pass --home DIR or set MCPKEEP_HOME"}
+
+// checkHome is lifecycle.CheckHome for status, which reports on any
+// directory, installed or not: it refuses only a path that is not a
+// directory or starts with ~, which only a shell expands. It returns the
+// home's absolute path.
 func checkHome(home string) (string, error) {
 	if home == "" {
-		return "", &usageError{"no home: pass --home DIR or set MCPKEEP_HOME"}
+		return "", errNoHome
 	}
-	abs, err := filepath.Abs(home)
-	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(abs)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return "", fmt.Errorf("home %s does not exist (check --home; a server creates it on first start)", abs)
-	case err != nil:
-		return "", fmt.Errorf("home %s: %w", abs, errors.Unwrap(err))
-	case !fi.IsDir():
-		return "", fmt.Errorf("home %s is not a directory (check --home)", abs)
-	}
-	return abs, nil
-}
-
-// installedHome is checkHome for the commands that read or repair a home:
-// it also gives a clear error for a directory that is not one, holding
-// neither a bootstrap stamp nor a config repository, so a mistyped --home
-// is reported instead of being scattered with lock files and directories.
-func installedHome(home string) (string, error) {
-	abs, err := checkHome(home)
-	if err != nil {
-		return "", err
-	}
-	for _, p := range []string{bootstrap.VersionFile, filepath.Join(bootstrap.ConfigDir, ".git")} {
-		_, err := os.Stat(filepath.Join(abs, p))
-		if err == nil {
-			return abs, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
+	if err := lifecycle.CheckHome(home); err != nil {
+		fi, serr := os.Stat(home)
+		if !errors.Is(err, lifecycle.ErrNotHome) || serr != nil || !fi.IsDir() || strings.HasPrefix(home, "~") {
 			return "", err
 		}
 	}
-	return "", fmt.Errorf("home %s is not installed: no %s and no %s/ repository (check --home, or start the server once to install it)",
-		abs, bootstrap.VersionFile, bootstrap.ConfigDir)
+	return filepath.Abs(home)
+}
+
+// installedHome is lifecycle.CheckHome for the commands that read or
+// repair a home, which refuses a path that is no home (a ~ no shell
+// expanded, a mistyped --home) instead of scattering lock files and
+// directories into it. It returns the home's absolute path.
+func installedHome(home string) (string, error) {
+	if home == "" {
+		return "", errNoHome
+	}
+	if err := lifecycle.CheckHome(home); err != nil {
+		return "", err
+	}
+	return filepath.Abs(home)
 }
 
 // version prints "mcpkeep <version> (<detail>)" to stdout: the version of
