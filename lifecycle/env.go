@@ -541,13 +541,15 @@ func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
 
 // OpenHome takes the lock of an installed home and opens its config store
 // without serving, for operator tools that must write beside no server
-// (mcpkeep rollback, doctor --fix). It installs no home: a path that is
-// not an installed one (starting with ~, which only a shell expands; a
-// file; a directory with no config repository, such as an empty one or
-// the user's home directory) is refused with an error matching ErrNotHome,
-// and a missing one with an error matching both ErrNotHome and
-// fs.ErrNotExist, before anything is created or written. It returns a
-// *LockedError while a server runs. Like Run, it logs each stale lock file
+// (mcpkeep rollback and mcpkeep sync are built on it). It installs no
+// home: a path CheckHome refuses, and a stamped home whose config
+// repository is gone (a start finishes its install), is refused with an
+// error matching ErrNotHome, and a missing one with an error matching
+// both ErrNotHome and fs.ErrNotExist, before anything is created or
+// written. It returns a *LockedError while anything else holds the home's
+// lock: a server, another OpenHome, or `mcpkeep doctor --fix`, which
+// takes the lock as OpenHome does and refuses likewise while the Env is
+// open (`mcpkeep doctor` without --fix only reads, and runs beside any). Like Run, it logs each stale lock file
 // it reclaimed as a warning, and the config store logs what it repaired.
 // Like Run's start, it moves to backups/ the state file of a server that
 // died (SIGKILL, a crash) without removing it, and removes its socket if

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
@@ -52,31 +53,61 @@ func withRemedy(err error, home string) error {
 // Explain adds to err, when it is a disk or permission error (ENOSPC,
 // EDQUOT, EROFS, EACCES, EPERM, EIO), what a person can do about it: free
 // space, remount read-write, give the files back to the server's user, or
-// check the disk. A *atomicfile.CorruptError (as atomicfile.ReadYAML
-// returns it, unwrapped) of a file in ConfigDir gets its remedy too:
-// restart the server, or run `mcpkeep doctor --fix` with it stopped, to
-// restore the file from git; so does a *atomicfile.RefusedError (a link, a
-// pipe, a file too large) there. Other errors, and nil, are returned as
-// they are. Update and Commit already explain their errors; use Explain
-// for a tool's own reads and writes.
+// check the disk (`mcpkeep doctor`, which only reads, runs beside a live
+// server). A *atomicfile.CorruptError (as atomicfile.ReadYAML returns it,
+// unwrapped) of a file in ConfigDir gets its remedy too: fix the file by
+// hand or, for a *.yaml, *.yml or *.json file that is not valid YAML or
+// JSON, let the server's next start, or `mcpkeep doctor --fix`, move it to
+// backups/ and put back its last good version from git. doctor --fix
+// refuses to run while a server, or a program holding OpenHome's Env,
+// holds the home, and checks syntax only: it knows neither the server's
+// Options.Validate nor a struct's fields. A *atomicfile.RefusedError (a
+// link, a pipe, a file too large) there gets the same remedy, but for a
+// directory not named like a config file, which recovery leaves alone;
+// doctor --fix is left out of it for a file larger than an
+// Options.MaxFileSize below atomicfile.DefaultMaxSize, the limit doctor
+// reads with. Other errors, and nil, are returned as they are. Update and
+// Commit already explain their errors; use Explain for a tool's own reads
+// and writes.
 func (e *Env) Explain(err error) error {
 	if err == nil {
 		return nil
 	}
 	if ce, ok := err.(*atomicfile.CorruptError); ok && ce.Remedy == "" && within(e.ConfigDir, ce.Path) {
 		c := *ce
-		c.Remedy = fmt.Sprintf("restart the server, or stop it and run `mcpkeep doctor --fix --home %s`: "+
-			"either moves the file to backups/ and puts back its last good version from git; or fix it by hand", e.Home)
+		c.Remedy = "fix the file by hand"
+		if configName(ce.Path) {
+			c.Remedy += fmt.Sprintf("; or, if it is not valid YAML or JSON, let the server's next start, "+
+				"or `mcpkeep doctor --fix --home %s` once no server or other program holds the home, "+
+				"move it to backups/ and put back its last good version from git, if it has one", e.Home)
+		}
 		return &c
 	}
 	if re, ok := err.(*atomicfile.RefusedError); ok && re.Remedy == "" && within(e.ConfigDir, re.Path) {
 		r := *re
-		r.Remedy = fmt.Sprintf("restart the server, or stop it and run `mcpkeep doctor --fix --home %s`: "+
-			"either moves it to backups/ and puts back the file's last good version from git; "+
-			"config files are read only as regular files of at most %s, never through a link", e.Home, sizeLimit(e.MaxFileSize))
+		r.Remedy = fmt.Sprintf("config files are read only as regular files of at most %s, never through a link: put one in its place",
+			sizeLimit(e.MaxFileSize))
+		if !re.Mode.IsDir() || configName(re.Path) { // recovery leaves other directories alone
+			fixers := "the server's next start"
+			if re.Mode.Type() != 0 || e.MaxFileSize <= 0 || e.MaxFileSize >= atomicfile.DefaultMaxSize {
+				fixers += fmt.Sprintf(", or `mcpkeep doctor --fix --home %s` once no server or other program holds the home,", e.Home)
+			}
+			r.Remedy += fmt.Sprintf("; or let %s move what is there to backups/ and put back the file's last good version from git, if it has one", fixers)
+		}
 		return &r
 	}
 	return withRemedy(err, e.Home)
+}
+
+// configName reports whether recovery, at a start or in doctor --fix,
+// parses the config file at path and quarantines a directory there: it
+// does for files named *.yaml, *.yml and *.json.
+func configName(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
 }
 
 // sizeLimit words the size limit limit (0 for the default).

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -48,9 +50,9 @@ func TestRemedy(t *testing.T) {
 }
 
 // TestExplainCorruptConfig: a config file that does not parse is restored
-// from git by a restart or by doctor --fix, and Explain says so; a corrupt
-// file elsewhere keeps atomicfile's generic advice, and a remedy already
-// given is kept.
+// from git by a start or by doctor --fix, if it is a file they parse, and
+// Explain says so, with when doctor --fix runs; a corrupt file elsewhere
+// keeps atomicfile's generic advice, and a remedy already given is kept.
 func TestExplainCorruptConfig(t *testing.T) {
 	env := &Env{Home: "/h", ConfigDir: "/h/config"}
 	corrupt := func(path, remedy string) error {
@@ -60,8 +62,10 @@ func TestExplainCorruptConfig(t *testing.T) {
 		err  error
 		says string
 	}{
-		{corrupt("/h/config/personas/default.yaml", ""), "(restart the server, or stop it and run `mcpkeep doctor --fix --home /h`: " +
-			"either moves the file to backups/ and puts back its last good version from git; or fix it by hand)"},
+		{corrupt("/h/config/personas/default.yaml", ""), "(fix the file by hand; or, if it is not valid YAML or JSON, " +
+			"let the server's next start, or `mcpkeep doctor --fix --home /h` once no server or other program holds the home, " +
+			"move it to backups/ and put back its last good version from git, if it has one)"},
+		{corrupt("/h/config/notes.txt", ""), "(fix the file by hand)"}, // recovery parses no *.txt
 		{corrupt("/h/notes.yaml", ""), "(fix the file by hand or restore it from a backup)"},
 		{corrupt("/h/config", ""), "(fix the file by hand or restore it from a backup)"},
 		{corrupt("/h/config/a.yaml", "ask the caller"), "(ask the caller)"},
@@ -69,5 +73,42 @@ func TestExplainCorruptConfig(t *testing.T) {
 		err := env.Explain(tc.err)
 		assert.ErrorIs(t, err, atomicfile.ErrCorrupt)
 		assert.True(t, strings.HasSuffix(err.Error(), tc.says), "%v", err)
+	}
+}
+
+// TestExplainRefusedConfig: what a read refused in ConfigDir is moved
+// aside and restored from git by a start, and by doctor --fix when doctor
+// would refuse it too: not a file within an Options.MaxFileSize below the
+// default, which doctor reads with; a directory recovery leaves alone gets
+// neither.
+func TestExplainRefusedConfig(t *testing.T) {
+	const (
+		start  = "let the server's next start"
+		doctor = "`mcpkeep doctor --fix --home /h` once no server or other program holds the home"
+	)
+	for _, tc := range []struct {
+		name    string
+		max     int64
+		err     *atomicfile.RefusedError
+		fixedBy []string
+	}{
+		{"link", 0, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Mode: fs.ModeSymlink}, []string{start, doctor}},
+		{"fifo", 0, &atomicfile.RefusedError{Path: "/h/config/a.txt", Mode: fs.ModeNamedPipe}, []string{start, doctor}},
+		{"too large", 0, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 2 << 20, Limit: 1 << 20}, []string{start, doctor}},
+		{"too large for a larger limit", 4 << 20, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 5 << 20, Limit: 4 << 20}, []string{start, doctor}},
+		{"too large for a smaller limit", 64 << 10, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 100 << 10, Limit: 64 << 10}, []string{start}},
+		{"directory named like a config file", 0, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Mode: fs.ModeDir}, []string{start, doctor}},
+		{"other directory", 0, &atomicfile.RefusedError{Path: "/h/config/a.txt", Mode: fs.ModeDir}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := &Env{Home: "/h", ConfigDir: "/h/config", MaxFileSize: tc.max}
+			err := env.Explain(tc.err)
+			var re *atomicfile.RefusedError
+			require.ErrorAs(t, err, &re)
+			assert.Contains(t, err.Error(), "put one in its place")
+			for _, by := range []string{start, doctor} {
+				assert.Equal(t, slices.Contains(tc.fixedBy, by), strings.Contains(err.Error(), by), "%q in %v", by, err)
+			}
+		})
 	}
 }

@@ -60,7 +60,7 @@ func TestToolError(t *testing.T) {
 			[]string{filepath.Join(home, "notes.yaml") + ":2: unknown field (fix the file by hand or restore it from a backup)"},
 			[]string{"rootpw", "begins"}},
 		{"refused", refused, atomicfile.ErrNotRegular,
-			[]string{"personas/link.yaml is a symbolic link, not a regular file", "restart the server", "never through a link"},
+			[]string{"personas/link.yaml is a symbolic link, not a regular file", "the server's next start", "never through a link"},
 			[]string{"/etc/shadow", configDir + "/"}},
 		{"disk", &os.PathError{Op: "write", Path: filepath.Join(configDir, "base.yaml"), Err: syscall.ENOSPC}, syscall.ENOSPC,
 			[]string{"write base.yaml: no space left on device", "is full"}, nil},
