@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,34 +152,46 @@ func (e *Env) init() {
 // Harness.Run returned), Update, Commit and Rollback change nothing and
 // return an error matching gitstore.ErrClosed that says so.
 func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (string, error) {
-	return e.update(ctx, msg, fn, nil)
+	switch {
+	case fn == nil && ctx != nil:
+		return "", fmt.Errorf("lifecycle: Update(ctx, %q, nil): fn is nil; pass the function that makes the change", msg)
+	case strings.TrimSpace(msg) == "" && ctx != nil:
+		return "", fmt.Errorf("lifecycle: Update(ctx, %q, fn): msg is empty; give the change a commit message", msg)
+	}
+	return e.update(ctx, msg, fn, caller{"Update", []string{strconv.Quote(msg), "fn"}})
 }
 
-// update is Update; call, if not nil, names the Env method and arguments
-// the caller used, for the error of a closed home (Update's, when nil).
-func (e *Env) update(ctx context.Context, msg string, fn func(tx *Tx) error, call func() string) (string, error) {
-	if call == nil {
-		call = func() string { return fmt.Sprintf("Update(ctx, %q, fn)", msg) }
-	}
+// caller names, for errors, the Env method a change came through and its
+// arguments after ctx, as the caller wrote them.
+type caller struct {
+	method string
+	args   []string
+}
+
+// call is the call the caller made, with ctx written as ctx.
+func (c caller) call(ctx string) string {
+	return c.method + "(" + strings.Join(append([]string{ctx}, c.args...), ", ") + ")"
+}
+
+// update is Update and Rollback, which c names in errors; they check
+// their own arguments but ctx.
+func (e *Env) update(ctx context.Context, msg string, fn func(tx *Tx) error, c caller) (string, error) {
 	switch {
 	case ctx == nil:
-		return "", fmt.Errorf("lifecycle: Update(nil, %q, fn): pass a context, such as context.Background()", msg)
-	case fn == nil:
-		return "", fmt.Errorf("lifecycle: Update(ctx, %q, nil): fn is nil; pass the function that makes the change", msg)
-	case strings.TrimSpace(msg) == "":
-		return "", errors.New("lifecycle: Update(ctx, \"\", fn): msg is empty; give the change a commit message")
+		return "", fmt.Errorf("lifecycle: %s: pass a context, such as context.Background()", c.call("nil"))
 	case e.Store == nil || e.ConfigDir == "":
-		return "", errors.New("lifecycle: Update on an Env without a Store or ConfigDir: make it with a Harness or OpenHome, or set both")
+		return "", fmt.Errorf("lifecycle: %s on an Env without a Store or ConfigDir: make it with a Harness or OpenHome, or set both", c.method)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("lifecycle: Update(ctx, %q, fn): %w before it began; nothing was changed", msg, err)
+		return "", fmt.Errorf("lifecycle: %s: %w before it began; nothing was changed", c.call("ctx"), err)
 	}
 	if err := e.beforeChange(ctx, msg); err != nil {
 		return "", err
 	}
-	if err := e.takeTurn(ctx, "Update"); err != nil {
+	if err := e.takeTurn(ctx, c.method); err != nil {
 		return "", err
 	}
+	call := func() string { return c.call("ctx") }
 	staged, paths, err := e.prepare(msg, fn)
 	if err != nil {
 		return "", e.failed(msg, paths, "unchanged", e.closed(call, err))
@@ -466,8 +479,14 @@ func (e *Env) State() statefile.State {
 // is written with its bytes there, every file of HEAD's tree that rev
 // lacks is removed, all or nothing across a crash; files never committed
 // are left alone. rev is resolved in the transaction's turn, with every
-// change before it applied: HEAD~1 names the commit before the last.
+// change before it applied: HEAD~1 names the commit before the last. An
+// empty rev, or one that names no commit, is an error that changes
+// nothing.
 func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
+	c := caller{"Rollback", []string{strconv.Quote(rev)}}
+	if strings.TrimSpace(rev) == "" && ctx != nil {
+		return "", fmt.Errorf("lifecycle: %s: rev is empty; give a commit hash (from Store.History or mcpkeep history), HEAD~N or a tag", c.call("ctx"))
+	}
 	return e.update(ctx, "rollback to "+rev, func(tx *Tx) error {
 		// The commits staged before this turn, applied: HEAD is the last.
 		if err := e.Store.Apply(); err != nil {
@@ -510,7 +529,7 @@ func (e *Env) Rollback(ctx context.Context, rev string) (string, error) {
 			}
 		}
 		return nil
-	}, func() string { return fmt.Sprintf("Rollback(ctx, %q)", rev) })
+	}, c)
 }
 
 // configFiles lists the regular files of the config work tree, relative to

@@ -269,6 +269,36 @@ func TestChangeAfterClose(t *testing.T) {
 	}
 }
 
+// TestChangeOnAZeroEnv: a change through an Env made as a struct literal
+// (no Store, no ConfigDir) is an error naming the method called and the
+// fix, never a panic.
+func TestChangeOnAZeroEnv(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		change func(env *lifecycle.Env) error
+	}{
+		{"Update", func(env *lifecycle.Env) error {
+			_, err := env.Update(t.Context(), "m", func(*lifecycle.Tx) error { return nil })
+			return err
+		}},
+		{"Rollback", func(env *lifecycle.Env) error {
+			_, err := env.Rollback(t.Context(), "HEAD~1")
+			return err
+		}},
+		{"Commit", func(env *lifecycle.Env) error {
+			_, err := env.Commit("m")
+			return err
+		}},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			err := tc.change(&lifecycle.Env{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "lifecycle: "+tc.method+" on an Env without a Store")
+			assert.Contains(t, err.Error(), "make it with a Harness or OpenHome")
+		})
+	}
+}
+
 // gitHead returns the commit HEAD names in the repository at dir, as a
 // new reader of it sees it.
 func gitHead(t *testing.T, dir string) string {

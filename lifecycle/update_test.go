@@ -56,8 +56,9 @@ func readString(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestUpdateMisuse: every misuse a newcomer can make of Update and Tx is
-// an error from the call they made, naming what to fix; none panics (but
+// TestUpdateMisuse: every misuse a newcomer can make of Update, Tx and
+// Rollback is an error from the call they made, naming it and what to
+// fix; none panics (but
 // a panic of fn's own continues, as in bbolt), an error or a panic after
 // a write rolls it back, none leaves a checkpoint, none writes or commits
 // anything, and none commits a file the transaction did not write, a
@@ -78,6 +79,9 @@ func TestUpdateMisuse(t *testing.T) {
 		says    string // the error says this
 		panics  any    // fn panics with this, and Update lets it continue
 		commits bool   // a proper change: it commits fn's files and no others
+		// rollback makes the call Rollback(ctx, rev) instead of Update.
+		rollback bool
+		rev      string
 	}{
 		{name: "nil fn", msg: "m", says: "fn is nil"},
 		{name: "nil ctx", ctxNil: true, msg: "m", fn: writeA("1"), says: "pass a context"},
@@ -165,7 +169,17 @@ func TestUpdateMisuse(t *testing.T) {
 		{name: "Rollback inside the function", msg: "m", fn: func(tx *lifecycle.Tx) error {
 			_, err := cur.Rollback(context.Background(), "HEAD")
 			return err
-		}, nested: true, says: "from inside an Update's function"},
+		}, nested: true, says: "call Rollback after Update returns"},
+		{name: "Rollback with a nil ctx", rollback: true, ctxNil: true, rev: "HEAD~1",
+			says: `lifecycle: Rollback(nil, "HEAD~1"): pass a context`},
+		{name: "Rollback with a cancelled ctx", rollback: true, ctxDone: true, rev: "HEAD~1",
+			says: `lifecycle: Rollback(ctx, "HEAD~1"): context canceled before it began; nothing was changed`},
+		{name: "Rollback to an empty rev", rollback: true, rev: "",
+			says: `lifecycle: Rollback(ctx, ""): rev is empty; give a commit hash`},
+		{name: "Rollback to a blank rev", rollback: true, rev: " ",
+			says: `lifecycle: Rollback(ctx, " "): rev is empty`},
+		{name: "Rollback to an unknown rev", rollback: true, rev: "nosuchtag",
+			says: `revision "nosuchtag" does not name a commit (use a hash from the history, HEAD~N or a tag)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, path, _ := openUpdateHome(t)
@@ -189,6 +203,10 @@ func TestUpdateMisuse(t *testing.T) {
 				defer func() {
 					assert.Equal(t, tc.panics, recover(), "the panic continues, with its own value")
 				}()
+				if tc.rollback {
+					hash, err = env.Rollback(ctx, tc.rev)
+					return
+				}
 				hash, err = env.Update(ctx, tc.msg, tc.fn)
 			}()
 			switch {
