@@ -104,11 +104,17 @@ func remedyClause(err error, home string) string {
 // removes to see that the home is writable.
 const healthProbe = ".health-"
 
-// healthBody is what GET /healthz returns: no token, no paths; the HTTP
-// counts are live.
+// healthBody is what GET /healthz returns: no token, no paths. Two times
+// say what each figure is as of: ok and checked_at are the last health
+// check's (ok is true, with no checked_at, before the first), up to
+// HealthInterval old; live_at is when the body was made, and the rest
+// (status, the HTTP sessions and connections, role, active, term) is as
+// of then. The state file's copies of the HTTP counts are as of
+// checked_at instead.
 func healthBody(s statefile.State, stats *mcpserve.Stats) any {
 	body := map[string]any{"ok": true, "name": s.Name, "version": s.Version, "status": s.Status,
-		"http": map[string]int{"sessions": stats.Sessions(), "connections": stats.Connections()}}
+		"live_at": time.Now().UTC().Truncate(time.Millisecond),
+		"http":    map[string]int{"sessions": stats.Sessions(), "connections": stats.Connections()}}
 	if s.Health != nil {
 		body["ok"] = s.Health.OK
 		body["checked_at"] = s.Health.CheckedAt
