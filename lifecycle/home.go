@@ -67,7 +67,7 @@ const notHomeFix = "check the path; a server creates the home on its first start
 // where a mistyped path points: it returns nil for a directory with a
 // config repository (config/.git) or a bootstrap stamp (.version), and
 // otherwise an error that names the path and the fix and matches
-// ErrNotHome: for a path starting with ~, which only a shell expands; a
+// ErrNotHome: for an empty path; a path starting with ~, which only a shell expands; a
 // missing path (the error also matches fs.ErrNotExist); a file; an empty
 // directory; and a directory with neither (the user's home directory, a
 // home's parent). A stamped home without its config repository passes:
@@ -75,6 +75,9 @@ const notHomeFix = "check the path; a server creates the home on its first start
 // refuses, but a tool may still report on it. An error reading the
 // directory (permission, I/O) is returned as it is. CheckHome only reads.
 func CheckHome(home string) error {
+	if home == "" {
+		return notHome("no home: the path is empty; give the directory of an existing home")
+	}
 	if startsWithTilde(home) {
 		return notHome("home %q starts with ~, which only a shell expands: give the absolute path (in Go, build it with os.UserHomeDir())", home)
 	}

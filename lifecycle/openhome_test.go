@@ -55,6 +55,7 @@ func TestOpenHomeRefusesWhatIsNoHome(t *testing.T) {
 		missing    bool // also matches fs.ErrNotExist
 		checkOK    bool // CheckHome passes it
 	}{
+		{"empty path", "", "the path is empty", false, false},
 		{"tilde", "~/.helios", "only a shell expands", false, false},
 		{"tilde alone", "~", "only a shell expands", false, false},
 		{"missing", filepath.Join(root, ".heilos"), "check the path; a server creates the home on its first start", true, false},
