@@ -522,7 +522,11 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	for _, cm := range commits {
 		fmt.Fprintf(&b, "%s %s %s\n", short(cm.Hash), cm.When.Local().Format(time.DateTime), firstLine(cm.Message))
 	}
-	if len(commits) == 0 {
+	switch {
+	case len(commits) == 0 && path != "":
+		fmt.Fprintf(&b, "no commits: no commit of the config has ever held %s (paths are relative to %s, such as base.yaml)\n",
+			path, filepath.Join(abs, "config"))
+	case len(commits) == 0:
 		b.WriteString("no commits\n")
 	}
 	if commits == nil {

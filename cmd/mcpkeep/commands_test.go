@@ -342,7 +342,8 @@ func TestHistory(t *testing.T) {
 					return
 				}
 				if tt.want == nil {
-					assert.Equal(t, "no commits\n", r.stdout)
+					assert.Equal(t, "no commits: no commit of the config has ever held personas/nobody.yaml (paths are relative to "+
+						filepath.Join(home, "config")+", such as base.yaml)\n", r.stdout)
 					return
 				}
 				lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
