@@ -2,10 +2,13 @@ package recovery_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/recovery"
 )
@@ -62,4 +65,25 @@ func ExampleMoveStaleState() {
 	// Output:
 	// stale-state state.json
 	// state file left: false
+}
+
+// A program that writes config files checks each first, with the same
+// Validate it gives Run, so that it writes nothing the next start would
+// quarantine as corrupt.
+func ExampleCheckConfig() {
+	validate := func(rel string, data []byte) error {
+		if rel == "limits.yaml" && !strings.Contains(string(data), "max:") {
+			return fmt.Errorf("%s: max is missing", rel)
+		}
+		return nil
+	}
+	fmt.Println(recovery.CheckConfig("limits.yaml", []byte("max: 3\n"), validate))
+	fmt.Println(recovery.CheckConfig("limits.yaml", []byte("min: 1\n"), validate))
+	err := recovery.CheckConfig("notes.yaml", []byte("a: [\n"), validate)
+	var ce *atomicfile.CorruptError
+	fmt.Println(errors.As(err, &ce), ce.Path, ce.Line)
+	// Output:
+	// <nil>
+	// limits.yaml: max is missing
+	// true notes.yaml 1
 }

@@ -601,17 +601,7 @@ func shortHash(h string) string {
 
 // parse checks one config file's bytes: syntax by extension, then Validate.
 func (r *runner) parse(rel string, data []byte) error {
-	var err error
-	switch strings.ToLower(filepath.Ext(rel)) {
-	case ".yaml", ".yml":
-		err = atomicfile.ParseYAML(rel, data, nil)
-	case ".json":
-		err = atomicfile.ParseJSON(rel, data, nil)
-	}
-	if err == nil && r.opts.Validate != nil {
-		err = r.opts.Validate(rel, data)
-	}
-	return err
+	return CheckConfig(rel, data, r.opts.Validate)
 }
 
 // checkFile quarantines a config file that does not parse, or an entry
