@@ -46,6 +46,14 @@ type Env struct {
 	// transaction writes (0 means atomicfile.DefaultMaxSize):
 	// Options.MaxFileSize.
 	MaxFileSize int64
+	// Validate, if set, checks each config file a transaction writes
+	// beyond its YAML or JSON syntax, as start-up recovery checks the
+	// files it finds (recovery.CheckConfig): content it refuses is not
+	// written, as the next start would quarantine it. path is relative to
+	// ConfigDir. A Harness sets it to Options.Validate; OpenHome and a
+	// struct literal leave it nil (syntax alone), for the caller to set
+	// before its first change.
+	Validate func(path string, data []byte) error
 	// Remote replicates Store through a git remote (Options.Remote), nil
 	// when there is none. In sync mode Update returns an error matching
 	// gitstore.ErrRemote, the change made nowhere, when the remote

@@ -126,7 +126,9 @@ type Options struct {
 	// there is none (see RemoteOptions).
 	Remote RemoteOptions
 
-	// Validate, if set, checks each config file during recovery.
+	// Validate, if set, checks each config file beyond its syntax (path
+	// relative to ConfigDir): start-up recovery quarantines a file it
+	// refuses, so a transaction refuses to write one (Env.Validate).
 	Validate func(path string, data []byte) error
 	// MaxFileSize is the largest config file read, in bytes (recovery,
 	// commits, Env.Reader): 0 means atomicfile.DefaultMaxSize (1 MiB), a

@@ -227,7 +227,7 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 		st.HTTP = &statefile.HTTP{Host: host, Port: port, URL: statefile.URL(host, port)}
 	}
 	env := &Env{Home: o.Home, ConfigDir: configDir, Store: store, Logger: log, Boot: boot, Report: report,
-		MaxFileSize: o.MaxFileSize, state: w.live, route: w.route}
+		MaxFileSize: o.MaxFileSize, Validate: o.Validate, state: w.live, route: w.route}
 	w.env = env
 	if o.Elector != nil {
 		// A standby from the start: nothing is changed or served as

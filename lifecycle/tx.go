@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/recovery"
 )
 
 // ErrBadPath is matched by every *PathError: a path a Tx method refused.
@@ -84,21 +85,76 @@ func (tx *Tx) ReadFile(p string) ([]byte, error) {
 // creating it and its directories if need be. A new file gets mode 0600,
 // an existing one keeps its mode. Data larger than Env.MaxFileSize is
 // refused (an error matching atomicfile.ErrTooLarge): no reader would
-// read it back.
+// read it back. So is data the next start's recovery would quarantine as
+// corrupt (recovery.CheckConfig): for a path named *.yaml, *.yml or
+// *.json, data that does not parse as such, and for any path, data that
+// Env.Validate (Options.Validate) refuses; the error wraps a
+// *atomicfile.CorruptError naming p (errors.As), whose Remedy says what to
+// give instead. Nothing is staged for a refused write.
 func (tx *Tx) WriteFile(p string, data []byte) error {
-	rel, err := tx.check("WriteFile", p)
+	return tx.write("WriteFile", p, data)
+}
+
+// write is WriteFile, its errors naming the Tx method op.
+func (tx *Tx) write(op, p string, data []byte) error {
+	rel, err := tx.check(op, p)
 	if err != nil {
 		return err
 	}
-	if err := tx.checkPlace("WriteFile", p, rel); err != nil {
+	if err := tx.checkPlace(op, p, rel); err != nil {
 		return err
 	}
 	if limit := tx.env.maxFileSize(); limit >= 0 && int64(len(data)) > limit {
-		return fmt.Errorf("lifecycle: tx.WriteFile(%q): %d bytes is more than the %d a config file may hold (Options.MaxFileSize): %w",
-			p, len(data), limit, atomicfile.ErrTooLarge)
+		return fmt.Errorf("lifecycle: tx.%s(%q): %d bytes is more than the %d a config file may hold (Options.MaxFileSize): %w",
+			op, p, len(data), limit, atomicfile.ErrTooLarge)
+	}
+	if err := tx.checkContent(op, p, rel, data); err != nil {
+		return err
 	}
 	tx.writes[rel] = &txWrite{data: slices.Clone(data)}
 	return nil
+}
+
+// checkContent refuses data that the next start's recovery would
+// quarantine as the config file rel, as a *atomicfile.CorruptError whose
+// Remedy says what to give instead.
+func (tx *Tx) checkContent(op, p, rel string, data []byte) error {
+	want, err := checkConfig(rel, data, tx.env.Validate)
+	if err == nil {
+		return nil
+	}
+	ce := &atomicfile.CorruptError{Path: rel, Err: err}
+	if c := (*atomicfile.CorruptError)(nil); errors.As(err, &c) {
+		copied := *c
+		ce = &copied
+	}
+	ce.Remedy = "nothing was written: give " + want + "; the next start would quarantine this file as corrupt"
+	return fmt.Errorf("lifecycle: tx.%s(%q): %w", op, p, ce)
+}
+
+// checkConfig is recovery.CheckConfig, and, when it refuses data, what to
+// give instead, in the caller's terms: "content that parses as YAML",
+// "content Options.Validate accepts".
+func checkConfig(rel string, data []byte, validate func(path string, data []byte) error) (want string, err error) {
+	byValidate := false
+	if v := validate; v != nil {
+		validate = func(path string, data []byte) error {
+			err := v(path, data)
+			byValidate = err != nil
+			return err
+		}
+	}
+	if err := recovery.CheckConfig(rel, data, validate); err != nil {
+		if byValidate {
+			return "content Options.Validate accepts", err
+		}
+		kind := strings.ToUpper(strings.TrimPrefix(path.Ext(rel), "."))
+		if kind == "YML" {
+			kind = "YAML"
+		}
+		return "content that parses as " + kind, err
+	}
+	return "", nil
 }
 
 // Remove stages the removal of the config file at p. A file that is not
@@ -139,7 +195,7 @@ func (tx *Tx) ReadYAMLStrict(p string, v any) error {
 }
 
 // WriteYAML stages v, encoded as atomicfile.WriteYAML writes it, as the
-// config file at p.
+// config file at p; what WriteFile refuses, it refuses.
 func (tx *Tx) WriteYAML(p string, v any) error {
 	if _, err := tx.check("WriteYAML", p); err != nil {
 		return err
@@ -148,7 +204,7 @@ func (tx *Tx) WriteYAML(p string, v any) error {
 	if err != nil {
 		return err
 	}
-	return tx.WriteFile(p, data)
+	return tx.write("WriteYAML", p, data)
 }
 
 // ReadJSON decodes the JSON config file at p into v, as
@@ -172,7 +228,7 @@ func (tx *Tx) ReadJSONStrict(p string, v any) error {
 }
 
 // WriteJSON stages v, encoded as atomicfile.WriteJSON writes it, as the
-// config file at p.
+// config file at p; what WriteFile refuses, it refuses.
 func (tx *Tx) WriteJSON(p string, v any) error {
 	if _, err := tx.check("WriteJSON", p); err != nil {
 		return err
@@ -181,7 +237,7 @@ func (tx *Tx) WriteJSON(p string, v any) error {
 	if err != nil {
 		return err
 	}
-	return tx.WriteFile(p, data)
+	return tx.write("WriteJSON", p, data)
 }
 
 // List returns the config files directly in the directory dir ("" or "."

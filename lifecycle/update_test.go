@@ -17,9 +17,11 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/barrier"
@@ -40,6 +42,22 @@ func openUpdateHome(t *testing.T) (*lifecycle.Env, string, func() error) {
 	require.NoError(t, err)
 	t.Cleanup(func() { closeEnv() })
 	return env, filepath.Join(env.ConfigDir, "a.yaml"), closeEnv
+}
+
+// positiveA is an Options.Validate: a.yaml's a, if a number, must be
+// above 0.
+func positiveA(rel string, data []byte) error {
+	if rel != "a.yaml" {
+		return nil
+	}
+	var v struct{ A any }
+	if err := atomicfile.ParseYAML(rel, data, &v); err != nil {
+		return err
+	}
+	if n, ok := v.A.(int); ok && n <= 0 {
+		return errors.New("a must be positive")
+	}
+	return nil
 }
 
 func writeA(value string) func(*lifecycle.Tx) error {
@@ -75,6 +93,7 @@ func TestUpdateMisuse(t *testing.T) {
 		fn      func(*lifecycle.Tx) error
 		setup   func(t *testing.T, env *lifecycle.Env)
 		badPath bool   // the error matches ErrBadPath
+		corrupt bool   // the error holds a *atomicfile.CorruptError
 		nested  bool   // the error matches ErrNested
 		says    string // the error says this
 		panics  any    // fn panics with this, and Update lets it continue
@@ -155,6 +174,27 @@ func TestUpdateMisuse(t *testing.T) {
 		}, badPath: true, says: `), as "d/c.yaml"`},
 		{name: "YAML of a func", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteYAML("m.yaml", func() {}) },
 			says: "cannot marshal type: func()"},
+		{name: "YAML that does not parse", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("bad.yaml", []byte("a: [\n")) },
+			corrupt: true, says: `lifecycle: tx.WriteFile("bad.yaml"): bad.yaml:1: corrupt: yaml: line 1: did not find expected node content ` +
+				`(nothing was written: give content that parses as YAML; the next start would quarantine this file as corrupt)`},
+		{name: "JSON that does not parse, after a good write", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
+				return err
+			}
+			return tx.WriteFile("d/bad.json", []byte(`{"a": `))
+		}, corrupt: true, says: `lifecycle: tx.WriteFile("d/bad.json"): d/bad.json:1: corrupt: unexpected EOF ` +
+			`(nothing was written: give content that parses as JSON; the next start would quarantine this file as corrupt)`},
+		{name: "YAML written as JSON", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteYAML("m.json", map[string]int{"a": 1}) },
+			corrupt: true, says: `lifecycle: tx.WriteYAML("m.json"): m.json:1: corrupt: `},
+		{name: "a file Validate refuses", msg: "m",
+			setup:   func(_ *testing.T, env *lifecycle.Env) { env.Validate = positiveA },
+			fn:      func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml", []byte("a: -1\n")) },
+			corrupt: true, says: `lifecycle: tx.WriteFile("a.yaml"): a.yaml: corrupt: a must be positive ` +
+				`(nothing was written: give content Options.Validate accepts; the next start would quarantine this file as corrupt)`},
+		{name: "a value Validate refuses", msg: "m",
+			setup:   func(_ *testing.T, env *lifecycle.Env) { env.Validate = positiveA },
+			fn:      func(tx *lifecycle.Tx) error { return tx.WriteYAML("a.yaml", map[string]int{"a": 0}) },
+			corrupt: true, says: `lifecycle: tx.WriteYAML("a.yaml"): a.yaml: corrupt: a must be positive`},
 		{name: "Update inside the function", msg: "m", fn: func(tx *lifecycle.Tx) error {
 			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
 				return err
@@ -215,6 +255,8 @@ func TestUpdateMisuse(t *testing.T) {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.says)
 				assert.Equal(t, tc.badPath, errors.Is(err, lifecycle.ErrBadPath), "%v", err)
+				var ce *atomicfile.CorruptError
+				assert.Equal(t, tc.corrupt, errors.As(err, &ce), "%v", err)
 				assert.Equal(t, tc.nested, errors.Is(err, lifecycle.ErrNested), "%v", err)
 				assert.Equal(t, tc.ctxDone, errors.Is(err, context.Canceled), "%v", err)
 			default:
@@ -442,7 +484,7 @@ func TestConcurrentUpdatesShareBarriers(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return tx.WriteFile("a.yaml", append(b, fmt.Sprintf("- %d\n", i)...))
+				return tx.WriteFile("a.yaml", append(b, fmt.Sprintf("k%d: %d\n", i, i)...))
 			})
 			assert.NoError(t, err)
 		})
@@ -613,4 +655,37 @@ func TestErrNestedWithOneEnv(t *testing.T) {
 	require.ErrorIs(t, nested, lifecycle.ErrNested)
 	require.NoError(t, <-other)
 	assert.Equal(t, "a: other\n", readString(t, file), "the other goroutine's change came after the function's")
+}
+
+// TestUpdateRefusesWhatRecoveryQuarantines: a transaction of a server's
+// Env refuses content the next start's recovery would quarantine (a file
+// that does not parse, or one Options.Validate refuses), so the next start
+// finds no corrupt file and commits nothing left behind.
+func TestUpdateRefusesWhatRecoveryQuarantines(t *testing.T) {
+	opts := options(t)
+	opts.Validate = positiveA
+	var env *lifecycle.Env
+	opts.NewServer = func(e *lifecycle.Env) (*mcp.Server, error) {
+		env = e
+		return newServer(e)
+	}
+	r := run(t, opts)
+	for name, fn := range map[string]func(*lifecycle.Tx) error{
+		"does not parse": func(tx *lifecycle.Tx) error { return tx.WriteFile("bad.yaml", []byte("a: [\n")) },
+		"Validate":       func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml", []byte("a: -1\n")) },
+	} {
+		hash, err := env.Update(t.Context(), "m", fn)
+		var ce *atomicfile.CorruptError
+		require.ErrorAs(t, err, &ce, name)
+		assert.Empty(t, hash, name)
+	}
+	_, err := env.Update(t.Context(), "good", func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml", []byte("a: 1\n")) })
+	require.NoError(t, err)
+	require.NoError(t, r.stop(t))
+
+	r = run(t, opts)
+	assert.Empty(t, env.Report.Findings, "the next start finds nothing to repair")
+	assert.Equal(t, "a: 1\n", readString(t, filepath.Join(env.ConfigDir, "a.yaml")))
+	assert.Equal(t, "<none>", readString(t, filepath.Join(env.ConfigDir, "bad.yaml")))
+	require.NoError(t, r.stop(t))
 }
