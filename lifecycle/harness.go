@@ -128,7 +128,8 @@ type Options struct {
 
 	// Validate, if set, checks each config file beyond its syntax (path
 	// relative to ConfigDir): start-up recovery quarantines a file it
-	// refuses, so a transaction refuses to write one (Env.Validate).
+	// refuses, so a transaction refuses to write one (Env.Validate), and
+	// a file of Spec.Defaults it refuses is an *OptionsError at start.
 	Validate func(path string, data []byte) error
 	// MaxFileSize is the largest config file read, in bytes (recovery,
 	// commits, Env.Reader): 0 means atomicfile.DefaultMaxSize (1 MiB), a

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -65,6 +66,14 @@ func TestNewcomerMistakes(t *testing.T) {
 			require.NoError(t, run(t, *o).stop(t))
 			o.Spec.Defaults = os.DirFS("/nonexistent/defaults")
 		}, "Spec.Defaults", nil, []string{"cannot be read"}, lifecycle.ExitOptions},
+		{"a default file that does not parse", func(_ *testing.T, o *lifecycle.Options) {
+			o.Spec.Defaults = fstest.MapFS{"x.yaml": {Data: []byte("a: [\n")}}
+		}, "Spec.Defaults", nil, []string{"lifecycle: Options.Spec.Defaults holds x.yaml, which the first start would quarantine as corrupt: " +
+			"x.yaml:1: corrupt: yaml: line 1: did not find expected node content; make it content that parses as YAML"}, lifecycle.ExitOptions},
+		{"a default file Validate refuses", func(_ *testing.T, o *lifecycle.Options) {
+			o.Spec.Defaults, o.Validate = fstest.MapFS{"a.yaml": {Data: []byte("a: 0\n")}}, positiveA
+		}, "Spec.Defaults", nil, []string{"lifecycle: Options.Spec.Defaults holds a.yaml, which the first start would quarantine as corrupt: " +
+			"a must be positive; make it content Options.Validate accepts"}, lifecycle.ExitOptions},
 		{"a home that is a file", func(t *testing.T, o *lifecycle.Options) {
 			require.NoError(t, os.WriteFile(o.Home, []byte("mine"), 0o600))
 		}, "Home", nil, []string{"is a file, not a directory", "give the path of a directory"}, lifecycle.ExitOptions},
@@ -309,4 +318,20 @@ func gitHead(t *testing.T, dir string) string {
 	head, err := store.Head()
 	require.NoError(t, err)
 	return head
+}
+
+// TestRefusedSpecWritesNothing: a Spec refused at start (a default file
+// that would be quarantined) leaves the home as it was: a fresh one is
+// not created.
+func TestRefusedSpecWritesNothing(t *testing.T) {
+	t.Run("a default file that does not parse", func(t *testing.T) {
+		opts := options(t)
+		opts.Spec.Defaults = fstest.MapFS{"x.yaml": {Data: []byte("a: [\n")}}
+		h, err := lifecycle.New(opts)
+		require.NoError(t, err)
+		var oe *lifecycle.OptionsError
+		require.ErrorAs(t, h.Run(t.Context()), &oe)
+		_, err = os.Stat(opts.Home)
+		assert.ErrorIs(t, err, os.ErrNotExist, "the home is not created")
+	})
 }

@@ -212,11 +212,14 @@ func recoverPanics(log *slog.Logger) mcp.Middleware {
 	}
 }
 
-// checkDefaults refuses default files whose root cannot be read (an
-// fs.Sub of an embed.FS with a path that is not embedded, an os.DirFS of
-// a directory that is not there) on every start: a fresh install, on a
-// user's machine, is the only start that reads them.
-func checkDefaults(defaults fs.FS) error {
+// checkDefaults refuses, on every start (a fresh install, on a user's
+// machine, is the only start that reads them), default files whose root
+// cannot be read (an fs.Sub of an embed.FS with a path that is not
+// embedded, an os.DirFS of a directory that is not there), and a default
+// file that start-up recovery would quarantine as corrupt the moment it
+// is installed: one that does not parse by its name, or that validate
+// (Options.Validate) refuses.
+func checkDefaults(defaults fs.FS, validate func(path string, data []byte) error) error {
 	if defaults == nil {
 		return nil
 	}
@@ -224,5 +227,25 @@ func checkDefaults(defaults fs.FS) error {
 		return &OptionsError{Field: "Spec.Defaults", Problem: fmt.Sprintf("cannot be read (%v): give an fs.FS of the default files, "+
 			"such as an fs.Sub of an embed.FS with the embedded directory's path, or an os.DirFS of a directory that exists", err), Err: err}
 	}
-	return nil
+	return fs.WalkDir(defaults, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			return nil
+		}
+		var data []byte
+		if err == nil {
+			data, err = fs.ReadFile(defaults, p)
+		}
+		if err != nil {
+			return &OptionsError{Field: "Spec.Defaults", Problem: fmt.Sprintf("cannot be read (%v): give an fs.FS whose files can be read", err), Err: err}
+		}
+		if want, err := checkConfig(p, data, validate); err != nil {
+			what := err.Error()
+			if ce := (*atomicfile.CorruptError)(nil); errors.As(err, &ce) {
+				what = ce.Problem() // its remedy is for a file on disk
+			}
+			return &OptionsError{Field: "Spec.Defaults", Problem: fmt.Sprintf("holds %s, which the first start would quarantine as corrupt: %s; "+
+				"make it %s", p, what, want), Err: err}
+		}
+		return nil
+	})
 }

@@ -112,7 +112,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	if err := checkHomeIsDir(o.Home); err != nil {
 		return err
 	}
-	if err := checkDefaults(o.Spec.Defaults); err != nil {
+	if err := checkDefaults(o.Spec.Defaults, o.Validate); err != nil {
 		return err
 	}
 	if err := checkHomeDir(o.Home, o.Spec.Dirs); err != nil {
