@@ -519,8 +519,41 @@ func TestSpecErrors(t *testing.T) {
 	home := copyFixture(t, "needs-upgrade", true)
 	s := spec(home)
 	s.Schema = 5 // no migrations to get there
+	before := homeFiles(t, home)
 	_, err = bootstrap.Ensure(t.Context(), s)
-	assert.ErrorContains(t, err, "no migration from schema 1")
+	var se *bootstrap.SpecError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "Migrations", se.Field)
+	assert.EqualError(t, err, "bootstrap: Spec.Migrations has no migration from schema 1, the schema of the home "+home+", toward Spec.Schema 5: "+
+		"add a bootstrap.Migration{From: 1, To: 5, Apply: ...} that moves the home's files from schema 1 to 5, or keep Spec.Schema at 1; "+
+		"the home is left as it was")
+	assert.Equal(t, before, homeFiles(t, home), "nothing written")
+
+	s.Migrations = []bootstrap.Migration{{From: 3, To: 5, Apply: func(context.Context, string) error { return nil }}}
+	_, err = bootstrap.Ensure(t.Context(), s)
+	assert.ErrorContains(t, err, "add a bootstrap.Migration{From: 1, To: 3, Apply: ...}", "the one the chain lacks")
+	assert.Equal(t, before, homeFiles(t, home), "nothing written")
+}
+
+// homeFiles returns every file below home, with its bytes, and every
+// directory, as "path/".
+func homeFiles(t *testing.T, home string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(home, p)
+		if d.IsDir() {
+			out[rel+"/"] = ""
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = string(b)
+		return err
+	}))
+	return out
 }
 
 // TestHomeAndDefaultsErrors: a home that is a file, or defaults that

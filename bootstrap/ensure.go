@@ -241,8 +241,9 @@ func (spec *Spec) check() error {
 func (spec Spec) Check() error { return spec.check() }
 
 // SpecError is a Spec that Ensure refuses before it touches the home: a
-// field is missing or out of range, or the migrations do not form one
-// chain.
+// field is missing or out of range, the migrations do not form one
+// chain, or (Field "Migrations", from Ensure alone, not Check) none of them
+// starts at the schema of the home, which is older than Spec.Schema.
 type SpecError struct {
 	Field   string // the field as written in code: "Schema", "Migrations[1]"
 	Problem string // what is wrong and what to set, following the field's name in Error

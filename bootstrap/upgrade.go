@@ -35,13 +35,28 @@ func (e *ensurer) chain(from int) ([]Migration, error) {
 			}
 		}
 		if next < 0 {
-			return nil, fmt.Errorf("bootstrap: no migration from schema %d toward %d (have %d migrations); the server cannot upgrade %s",
-				cur, e.spec.Schema, len(e.spec.Migrations), e.spec.Home)
+			return nil, e.noMigration(cur)
 		}
 		out = append(out, e.spec.Migrations[next])
 		cur = e.spec.Migrations[next].To
 	}
 	return out, nil
+}
+
+// noMigration is chain's *SpecError for a home at schema from that no
+// migration takes further: it names the migration to add, from there to
+// the schema the next migration starts at, or to the current one. (Once a
+// migration applies, Spec.check has made sure the chain reaches Schema.)
+func (e *ensurer) noMigration(from int) error {
+	to := e.spec.Schema
+	for _, m := range e.spec.Migrations {
+		if m.From > from && m.From < to {
+			to = m.From
+		}
+	}
+	return &SpecError{Field: "Migrations", Problem: fmt.Sprintf("has no migration from schema %d, the schema of the home %s, toward Spec.Schema %d: "+
+		"add a bootstrap.Migration{From: %d, To: %d, Apply: ...} that moves the home's files from schema %d to %d, or keep Spec.Schema at %d; "+
+		"the home is left as it was", from, e.spec.Home, e.spec.Schema, from, to, from, to, from)}
 }
 
 // upgrade backs up config/, runs the migrations from schema from, validates
