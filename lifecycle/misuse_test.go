@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -74,6 +75,12 @@ func TestNewcomerMistakes(t *testing.T) {
 			o.Spec.Defaults, o.Validate = fstest.MapFS{"a.yaml": {Data: []byte("a: 0\n")}}, positiveA
 		}, "Spec.Defaults", nil, []string{"lifecycle: Options.Spec.Defaults holds a.yaml, which the first start would quarantine as corrupt: " +
 			"a must be positive; make it content Options.Validate accepts"}, lifecycle.ExitOptions},
+		{"a schema raised without a migration", func(t *testing.T, o *lifecycle.Options) {
+			require.NoError(t, run(t, *o).stop(t))
+			o.Spec.Schema = 2
+		}, "Spec.Migrations", nil, []string{"lifecycle: Options.Spec.Migrations has no migration from schema 1, the schema of the home ",
+			", toward Spec.Schema 2: add a bootstrap.Migration{From: 1, To: 2, Apply: ...} that moves the home's files from schema 1 to 2, " +
+				"or keep Spec.Schema at 1; the home is left as it was"}, lifecycle.ExitOptions},
 		{"a home that is a file", func(t *testing.T, o *lifecycle.Options) {
 			require.NoError(t, os.WriteFile(o.Home, []byte("mine"), 0o600))
 		}, "Home", nil, []string{"is a file, not a directory", "give the path of a directory"}, lifecycle.ExitOptions},
@@ -321,8 +328,9 @@ func gitHead(t *testing.T, dir string) string {
 }
 
 // TestRefusedSpecWritesNothing: a Spec refused at start (a default file
-// that would be quarantined) leaves the home as it was: a fresh one is
-// not created.
+// that would be quarantined, a schema raised without a migration) leaves
+// the home as it was: a fresh one is not created, an installed one keeps
+// its files, its stamp and its history.
 func TestRefusedSpecWritesNothing(t *testing.T) {
 	t.Run("a default file that does not parse", func(t *testing.T) {
 		opts := options(t)
@@ -334,4 +342,39 @@ func TestRefusedSpecWritesNothing(t *testing.T) {
 		_, err = os.Stat(opts.Home)
 		assert.ErrorIs(t, err, os.ErrNotExist, "the home is not created")
 	})
+	t.Run("a schema raised without a migration", func(t *testing.T) {
+		opts := options(t)
+		require.NoError(t, run(t, opts).stop(t))
+		before := homeFiles(t, opts.Home)
+		opts.Spec.Schema = 2
+		h, err := lifecycle.New(opts)
+		require.NoError(t, err)
+		var oe *lifecycle.OptionsError
+		require.ErrorAs(t, h.Run(t.Context()), &oe)
+		assert.Equal(t, before, homeFiles(t, opts.Home))
+	})
+}
+
+// homeFiles returns every file below home but the lock's, with its bytes,
+// and every directory, as "path/".
+func homeFiles(t *testing.T, home string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(home, p)
+		switch {
+		case d.IsDir():
+			out[rel+"/"] = ""
+			return nil
+		case strings.HasPrefix(rel, lifecycle.LockFile):
+			return nil // taken and given up
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = string(b)
+		return err
+	}))
+	return out
 }

@@ -116,13 +116,23 @@ func checkSpec(spec *bootstrap.Spec) error {
 	}
 	check := *spec
 	check.Home = "home" // filled in by Run
-	var se *bootstrap.SpecError
-	if err := check.Check(); errors.As(err, &se) {
-		return &OptionsError{Field: "Spec." + se.Field, Problem: se.Problem, Err: err}
-	} else if err != nil {
+	if err := check.Check(); err != nil {
+		if oe := specOptionsError(err); oe != nil {
+			return oe
+		}
 		return &OptionsError{Field: "Spec", Problem: err.Error(), Err: err}
 	}
 	return nil
+}
+
+// specOptionsError returns the *OptionsError naming Options.Spec's field
+// for a *bootstrap.SpecError in err, or nil if it holds none.
+func specOptionsError(err error) error {
+	var se *bootstrap.SpecError
+	if !errors.As(err, &se) {
+		return nil
+	}
+	return &OptionsError{Field: "Spec." + se.Field, Problem: se.Problem, Err: err}
 }
 
 // checkHomeIsDir refuses a home that is a file, or whose path goes through

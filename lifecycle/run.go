@@ -163,6 +163,9 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	git := h.gitOptions()
 	spec.Git = git
 	boot, err := bootstrap.Ensure(ctx, spec)
+	if oe := specOptionsError(err); oe != nil {
+		return oe // a Spec this home cannot use: no migration from its schema
+	}
 	if err != nil {
 		return err
 	}
