@@ -92,11 +92,14 @@ func (tx *Tx) ReadFile(p string) ([]byte, error) {
 // *atomicfile.CorruptError naming p (errors.As), whose Remedy says what to
 // give instead. Nothing is staged for a refused write.
 func (tx *Tx) WriteFile(p string, data []byte) error {
-	return tx.write("WriteFile", p, data)
+	return tx.write("WriteFile", p, data, "")
 }
 
-// write is WriteFile, its errors naming the Tx method op.
-func (tx *Tx) write(op, p string, data []byte) error {
+// write is WriteFile, its errors naming the Tx method op. encoded is the
+// extension of the format data was encoded in and checked by its encoder
+// (".yaml", ".json"), or "" for bytes the caller gave: when it is the
+// format the path's extension says, data is not parsed again.
+func (tx *Tx) write(op, p string, data []byte, encoded string) error {
 	rel, err := tx.check(op, p)
 	if err != nil {
 		return err
@@ -108,7 +111,7 @@ func (tx *Tx) write(op, p string, data []byte) error {
 		return fmt.Errorf("lifecycle: tx.%s(%q): %d bytes is more than the %d a config file may hold (Options.MaxFileSize): %w",
 			op, p, len(data), limit, atomicfile.ErrTooLarge)
 	}
-	if err := tx.checkContent(op, p, rel, data); err != nil {
+	if err := tx.checkContent(op, p, rel, data, encoded); err != nil {
 		return err
 	}
 	tx.writes[rel] = &txWrite{data: slices.Clone(data)}
@@ -117,9 +120,21 @@ func (tx *Tx) write(op, p string, data []byte) error {
 
 // checkContent refuses data that the next start's recovery would
 // quarantine as the config file rel, as a *atomicfile.CorruptError whose
-// Remedy says what to give instead.
-func (tx *Tx) checkContent(op, p, rel string, data []byte) error {
-	want, err := checkConfig(rel, data, tx.env.Validate)
+// Remedy says what to give instead. Data encoded in the format of rel's
+// extension (see write) is only validated.
+func (tx *Tx) checkContent(op, p, rel string, data []byte, encoded string) error {
+	var (
+		want string
+		err  error
+	)
+	switch ext := strings.ToLower(path.Ext(rel)); {
+	case encoded != "" && (ext == encoded || ext == ".yml" && encoded == ".yaml"):
+		if tx.env.Validate != nil {
+			want, err = "content Options.Validate accepts", tx.env.Validate(rel, data)
+		}
+	default:
+		want, err = checkConfig(rel, data, tx.env.Validate)
+	}
 	if err == nil {
 		return nil
 	}
@@ -200,11 +215,11 @@ func (tx *Tx) WriteYAML(p string, v any) error {
 	if _, err := tx.check("WriteYAML", p); err != nil {
 		return err
 	}
-	data, err := atomicfile.EncodeYAML(p, v)
+	data, err := atomicfile.EncodeYAML(p, v) // read back as YAML: it parses
 	if err != nil {
 		return err
 	}
-	return tx.write("WriteYAML", p, data)
+	return tx.write("WriteYAML", p, data, ".yaml")
 }
 
 // ReadJSON decodes the JSON config file at p into v, as
@@ -233,11 +248,11 @@ func (tx *Tx) WriteJSON(p string, v any) error {
 	if _, err := tx.check("WriteJSON", p); err != nil {
 		return err
 	}
-	data, err := atomicfile.EncodeJSON(p, v)
+	data, err := atomicfile.EncodeJSON(p, v) // encoding/json's output parses
 	if err != nil {
 		return err
 	}
-	return tx.write("WriteJSON", p, data)
+	return tx.write("WriteJSON", p, data, ".json")
 }
 
 // List returns the config files directly in the directory dir ("" or "."
