@@ -32,12 +32,15 @@ var allowed = map[string][]string{
 	// the answer to a request that reuses an id in progress, for the
 	// connections of mcpserve and attach.
 	"lifecycle/internal/inflight": {},
+	// a stdio client's transport, which answers a bad line and reads on,
+	// for mcpserve and the attach forwarder's client.
+	"lifecycle/internal/stdioconn": {},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
-	"lifecycle/internal/mcpserve": {"lifecycle/internal/inflight"},
+	"lifecycle/internal/mcpserve": {"lifecycle/internal/inflight", "lifecycle/internal/stdioconn"},
 	// the socket, forwarder and listener of attached clients, private to lifecycle.
 	"lifecycle/internal/attach": {"internal/failpoint", "lifecycle/internal/inflight"},
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
-		"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "internal/proc", "internal/failpoint"},
+		"lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle/internal/stdioconn", "internal/proc", "internal/failpoint"},
 	// the etcd Elector, above lifecycle: servers that do not use etcd
 	// do not link its client.
 	"lifecycle/etcdlock": {"lifecycle", "lifecycle/etcdlock/etcdconfig"},
@@ -73,7 +76,7 @@ var thirdParty = map[string][]string{
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
 	"go.etcd.io/etcd/":                        {"lifecycle/etcdlock"},
 	"go.uber.org/zap":                         {"lifecycle/etcdlock"},
-	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/inflight", "lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
+	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/inflight", "lifecycle/internal/stdioconn", "lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
 }
 
 func TestImportsPointDown(t *testing.T) {
