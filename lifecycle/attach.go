@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/stdioconn"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
@@ -43,7 +41,9 @@ func (h *Harness) attach(ctx context.Context, locked error) error {
 	if out == nil {
 		out = os.Stdout
 	}
-	client, err := (&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}).Connect(ctx)
+	// A bad line from the client is answered here, not forwarded, and
+	// is not the session's end.
+	client, err := (&stdioconn.Transport{Reader: in, Writer: out, Logger: log}).Connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,3 @@ func (h *Harness) logAttached(w attach.Hello) {
 	}
 	h.log.Info("attached to the home's writer", "writer_pid", w.PID)
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/stdioconn"
 )
 
 // ErrStdinClosed is what Serve returns when it stopped because stdin
@@ -117,7 +119,8 @@ func Serve(ctx context.Context, server *mcp.Server, opts Options) error {
 		if out == nil {
 			out = os.Stdout
 		}
-		stdio = newDrainTransport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}, opts.ShutdownTimeout)
+		// A bad line from the client is answered, not the session's end.
+		stdio = newDrainTransport(&stdioconn.Transport{Reader: in, Writer: out, Logger: log}, opts.ShutdownTimeout)
 		ss, err := server.Connect(context.WithoutCancel(ctx), stdio, nil)
 		if err != nil {
 			return fmt.Errorf("mcpserve: stdio: %w", err)
