@@ -86,6 +86,14 @@ type Info struct {
 	LastBootAt     time.Time `json:"last_boot_at,omitzero"`     // the last start Ensure counted
 	Boots          int       `json:"boots,omitempty"`           // the starts Ensure counted, the install's included
 	Detail         string    `json:"detail,omitempty"`          // why the home is Incomplete, TooNew, …
+	// MaxFileSize is the largest config file, in bytes, that the server
+	// whose start wrote the boot record reads (its Spec.MaxFileSize):
+	// 0 for atomicfile.DefaultMaxSize, also for a stamp that records none
+	// (one written before mcpkeep recorded it), a negative value for no
+	// limit. Tools that read the home's config files with a size limit
+	// (mcpkeep doctor, history, rollback, sync) use it, so that they refuse
+	// what the server refuses and nothing else.
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
 }
 
 // ToolkitVersion says which mcpkeep this binary holds, as the main module or

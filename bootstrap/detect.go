@@ -24,13 +24,37 @@ const (
 	EtcdFile = "etcd.yaml"
 )
 
-// stamp is the .version file.
+// stamp is the .version file. Its compatibility rules, for a field added
+// later: it is optional, omitted while it holds its default (so a server
+// at the defaults writes the bytes an older mcpkeep wrote), and a stamp
+// without it means what the home meant before the field existed; and a
+// reader ignores fields it does not know, so that a stamp written by a
+// newer mcpkeep of the same schema still reads. (mcpkeep before
+// max_file_size read stamps strictly, as an interrupted install if they
+// held an unknown field: that is why a new field is written only when it
+// is not the default.) A change readers must not ignore is a new schema.
 type stamp struct {
 	Schema         int       `json:"schema"`
 	ToolkitVersion string    `json:"toolkit_version"`
 	InstalledAt    time.Time `json:"installed_at"`
 	LastBootAt     time.Time `json:"last_boot_at"`
 	Boots          int       `json:"boots"`
+	// MaxFileSize is the largest config file the server that wrote the
+	// boot record reads (Spec.MaxFileSize), in bytes: absent (0) for
+	// atomicfile.DefaultMaxSize, -1 for no limit.
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
+}
+
+// recordedLimit is limit, a Spec.MaxFileSize, as the stamp records it: 0
+// for the default, -1 for no limit, else the bytes.
+func recordedLimit(limit int64) int64 {
+	switch {
+	case limit < 0:
+		return -1
+	case limit == atomicfile.DefaultMaxSize:
+		return 0
+	}
+	return limit
 }
 
 // IsLayoutName reports whether name, an entry of a home's top directory,
@@ -88,7 +112,7 @@ func Detect(home string, schema int) (Info, error) {
 		return Info{}, err
 	}
 	info := Info{Schema: st.Schema, ToolkitVersion: st.ToolkitVersion, InstalledAt: st.InstalledAt,
-		LastBootAt: st.LastBootAt, Boots: st.Boots}
+		LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: recordedLimit(st.MaxFileSize)}
 	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); err != nil {
 		info.State, info.Detail = Incomplete, "stamped, but "+ConfigDir+"/ is not a git repository"
 		return info, nil
@@ -117,7 +141,7 @@ func checkHome(home string) error {
 func readStamp(home string) (stamp, error) {
 	var st stamp
 	path := filepath.Join(home, VersionFile)
-	if err := atomicfile.ReadJSONStrict(path, &st); err != nil {
+	if err := atomicfile.ReadJSON(path, &st); err != nil { // unknown fields are a newer mcpkeep's (see stamp)
 		return st, err
 	}
 	if st.Schema < 1 {

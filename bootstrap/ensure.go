@@ -60,6 +60,13 @@ type Spec struct {
 	// record. An install, a finished install and an upgrade write the
 	// stamp as always: it is what marks them done.
 	DeferBoot bool
+	// MaxFileSize is the largest config file the server reads, in bytes
+	// (0 means atomicfile.DefaultMaxSize, a negative value no limit),
+	// which every boot record stamps, so that tools reading the home
+	// (Info.MaxFileSize) use the same limit. A lifecycle.Harness sets it to
+	// its Options.MaxFileSize. Ensure itself reads config files with the
+	// limit of Git.
+	MaxFileSize int64
 }
 
 // Result says what Ensure found and did.
@@ -168,6 +175,7 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 		st = stampOf(before)
 	}
 	st.ToolkitVersion, st.LastBootAt, st.Boots = spec.ToolkitVersion, now, st.Boots+1
+	st.MaxFileSize = recordedLimit(spec.MaxFileSize)
 	res.boot = &pendingBoot{home: spec.Home, st: st}
 	if before.State != Ready || !spec.DeferBoot {
 		if err := res.RecordBoot(); err != nil {
@@ -178,7 +186,7 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 		return res, err
 	}
 	res.After = Info{State: Ready, Schema: st.Schema, ToolkitVersion: st.ToolkitVersion,
-		InstalledAt: st.InstalledAt, LastBootAt: st.LastBootAt, Boots: st.Boots}
+		InstalledAt: st.InstalledAt, LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: st.MaxFileSize}
 	return res, nil
 }
 
@@ -253,7 +261,8 @@ type SpecError struct {
 func (e *SpecError) Error() string { return "bootstrap: Spec." + e.Field + " " + e.Problem }
 
 func stampOf(i Info) stamp {
-	return stamp{Schema: i.Schema, ToolkitVersion: i.ToolkitVersion, InstalledAt: i.InstalledAt, LastBootAt: i.LastBootAt, Boots: i.Boots}
+	return stamp{Schema: i.Schema, ToolkitVersion: i.ToolkitVersion, InstalledAt: i.InstalledAt, LastBootAt: i.LastBootAt, Boots: i.Boots,
+		MaxFileSize: i.MaxFileSize}
 }
 
 type ensurer struct {
