@@ -581,7 +581,9 @@ func (e *Env) Files() ([]string, error) { return configFiles(e.ConfigDir) }
 // Like Run's start, it moves to backups/ the state file of a server that
 // died (SIGKILL, a crash) without removing it, and removes its socket if
 // nothing listens on it, logging each as a warning, so that status no
-// longer shows a server that is gone. Close the Env with the
+// longer shows a server that is gone. It reads and commits config files
+// with the size limit the home's server last started with
+// (HomeMaxFileSize), which Env.MaxFileSize holds. Close the Env with the
 // returned func, which gives up the lock: after it, a change through the
 // Env returns an error matching gitstore.ErrClosed.
 func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
@@ -599,12 +601,30 @@ func OpenHome(home string, logger *slog.Logger) (*Env, func() error, error) {
 		logger.Warn("reclaimed a stale lock", "detail", r)
 	}
 	clearDeadWriter(home, logger)
+	limit := HomeMaxFileSize(home)
 	configDir := filepath.Join(home, "config")
-	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: logger})
+	store, err := gitstore.Open(configDir, &gitstore.Options{HoldsLock: true, Logger: logger, MaxFileSize: limit})
 	if err != nil {
 		return nil, nil, errors.Join(err, lock.Unlock())
 	}
-	env := &Env{Home: home, ConfigDir: configDir, Store: store, Logger: logger}
+	env := &Env{Home: home, ConfigDir: configDir, Store: store, Logger: logger, MaxFileSize: limit}
 	closeFn := func() error { return errors.Join(store.Close(), lock.Unlock()) }
 	return env, closeFn, nil
+}
+
+// HomeMaxFileSize returns the largest config file the server of home
+// reads, as its last start recorded it (Options.MaxFileSize, in the
+// home's bootstrap stamp): 0 for atomicfile.DefaultMaxSize, a negative
+// value for no limit. It is 0 too for a home whose stamp records none
+// (written before mcpkeep recorded it) or cannot be read, which the next
+// start reports. A tool that reads or repairs the home's config files
+// without serving passes it where it gives a size limit
+// (recovery.Options, gitstore.Options, atomicfile.Reader), so that it
+// refuses what the server refuses and nothing else.
+func HomeMaxFileSize(home string) int64 {
+	info, err := bootstrap.Detect(home, 0)
+	if err != nil {
+		return 0
+	}
+	return info.MaxFileSize
 }

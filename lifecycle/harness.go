@@ -37,7 +37,8 @@ type Options struct {
 	// gives every commit of the config repository its author (the install,
 	// the server's changes, recovery's and shutdown's commits) and sets
 	// when it packs (PackThreshold); the harness holds the lock, writes,
-	// and reads at most MaxFileSize whatever Spec.Git says.
+	// and reads at most MaxFileSize whatever Spec.Git says, and stamps
+	// MaxFileSize, not Spec.MaxFileSize, in the boot record.
 	Spec bootstrap.Spec
 
 	// NewServer builds the MCP server once the home is ready and locked.
@@ -133,7 +134,10 @@ type Options struct {
 	Validate func(path string, data []byte) error
 	// MaxFileSize is the largest config file read, in bytes (recovery,
 	// commits, Env.Reader): 0 means atomicfile.DefaultMaxSize (1 MiB), a
-	// negative value no limit.
+	// negative value no limit. Each start records it in the home's boot
+	// record (bootstrap.Info.MaxFileSize), where OpenHome and the mcpkeep
+	// commands (doctor, history, rollback, sync) read it, so that they
+	// refuse, and quarantine, only what this server would.
 	MaxFileSize int64
 
 	HealthInterval time.Duration // default DefaultHealthInterval

@@ -185,3 +185,20 @@ func TestOpenHomeClearsDeadWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRecordsMaxFileSize: each start records Options.MaxFileSize in
+// the home's boot record, where HomeMaxFileSize and OpenHome read it, and
+// a start at the default records the default again.
+func TestStartRecordsMaxFileSize(t *testing.T) {
+	opts := options(t)
+	assert.Zero(t, lifecycle.HomeMaxFileSize(opts.Home), "no home: the default")
+	for _, limit := range []int64{4 << 20, 0, -1} {
+		opts.MaxFileSize = limit
+		require.NoError(t, run(t, opts).stop(t))
+		assert.Equal(t, limit, lifecycle.HomeMaxFileSize(opts.Home))
+		env, closeEnv, err := lifecycle.OpenHome(opts.Home, nil)
+		require.NoError(t, err)
+		assert.Equal(t, limit, env.MaxFileSize, "OpenHome reads with the server's limit")
+		require.NoError(t, closeEnv())
+	}
+}

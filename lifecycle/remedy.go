@@ -63,10 +63,10 @@ func withRemedy(err error, home string) error {
 // holds the home, and checks syntax only: it knows neither the server's
 // Options.Validate nor a struct's fields. A *atomicfile.RefusedError (a
 // link, a pipe, a file too large) there gets the same remedy, but for a
-// directory not named like a config file, which recovery leaves alone;
-// doctor --fix is left out of it for a file larger than an
-// Options.MaxFileSize below atomicfile.DefaultMaxSize, the limit doctor
-// reads with. Other errors, and nil, are returned as they are. Update and
+// directory not named like a config file, which recovery leaves alone
+// (doctor reads with the limit the server's start recorded,
+// HomeMaxFileSize, so it refuses what the server refuses). Other errors,
+// and nil, are returned as they are. Update and
 // Commit already explain their errors; use Explain for a tool's own reads
 // and writes.
 func (e *Env) Explain(err error) error {
@@ -88,10 +88,7 @@ func (e *Env) Explain(err error) error {
 		r.Remedy = fmt.Sprintf("config files are read only as regular files of at most %s, never through a link: put one in its place",
 			sizeLimit(e.MaxFileSize))
 		if !re.Mode.IsDir() || configName(re.Path) { // recovery leaves other directories alone
-			fixers := "the server's next start"
-			if re.Mode.Type() != 0 || e.MaxFileSize <= 0 || e.MaxFileSize >= atomicfile.DefaultMaxSize {
-				fixers += fmt.Sprintf(", or `mcpkeep doctor --fix --home %s` once no server or other program holds the home,", e.Home)
-			}
+			fixers := fmt.Sprintf("the server's next start, or `mcpkeep doctor --fix --home %s` once no server or other program holds the home,", e.Home)
 			r.Remedy += fmt.Sprintf("; or let %s move what is there to backups/ and put back the file's last good version from git, if it has one", fixers)
 		}
 		return &r

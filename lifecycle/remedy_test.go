@@ -77,10 +77,9 @@ func TestExplainCorruptConfig(t *testing.T) {
 }
 
 // TestExplainRefusedConfig: what a read refused in ConfigDir is moved
-// aside and restored from git by a start, and by doctor --fix when doctor
-// would refuse it too: not a file within an Options.MaxFileSize below the
-// default, which doctor reads with; a directory recovery leaves alone gets
-// neither.
+// aside and restored from git by a start, and by doctor --fix, which
+// reads with the server's recorded limit, smaller than the default too; a
+// directory recovery leaves alone gets neither.
 func TestExplainRefusedConfig(t *testing.T) {
 	const (
 		start  = "let the server's next start"
@@ -96,7 +95,7 @@ func TestExplainRefusedConfig(t *testing.T) {
 		{"fifo", 0, &atomicfile.RefusedError{Path: "/h/config/a.txt", Mode: fs.ModeNamedPipe}, []string{start, doctor}},
 		{"too large", 0, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 2 << 20, Limit: 1 << 20}, []string{start, doctor}},
 		{"too large for a larger limit", 4 << 20, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 5 << 20, Limit: 4 << 20}, []string{start, doctor}},
-		{"too large for a smaller limit", 64 << 10, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 100 << 10, Limit: 64 << 10}, []string{start}},
+		{"too large for a smaller limit", 64 << 10, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Size: 100 << 10, Limit: 64 << 10}, []string{start, doctor}},
 		{"directory named like a config file", 0, &atomicfile.RefusedError{Path: "/h/config/a.yaml", Mode: fs.ModeDir}, []string{start, doctor}},
 		{"other directory", 0, &atomicfile.RefusedError{Path: "/h/config/a.txt", Mode: fs.ModeDir}, nil},
 	} {
