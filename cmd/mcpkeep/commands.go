@@ -86,6 +86,7 @@ type statusOut struct {
 	InstalledAt    time.Time  `json:"installed_at,omitzero"`
 	LastBootAt     time.Time  `json:"last_boot_at,omitzero"`
 	Boots          int        `json:"boots,omitempty"`
+	MaxFileSize    int64      `json:"max_file_size,omitempty"` // bootstrap.Info.MaxFileSize: absent for the default, negative for none
 	Lock           *lockOut   `json:"lock,omitempty"`
 	Server         *serverOut `json:"server,omitempty"`
 	Config         *configOut `json:"config,omitempty"`
@@ -132,6 +133,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	out.Installed = info.State == bootstrap.Ready || info.State == bootstrap.NeedsUpgrade || info.State == bootstrap.TooNew
 	out.Schema, out.ToolkitVersion, out.InstalledAt, out.LastBootAt, out.Boots =
 		info.Schema, info.ToolkitVersion, info.InstalledAt, info.LastBootAt, info.Boots
+	out.MaxFileSize = info.MaxFileSize
 
 	if pid, err := readLockPID(filepath.Join(abs, lifecycle.LockFile)); err == nil {
 		out.Lock = &lockOut{PID: pid, Alive: proc.Running(pid)}
@@ -156,7 +158,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 			out.Remote = fromState(s.Remote)
 		}
 	}
-	if store, err := gitstore.Open(filepath.Join(abs, "config"), &gitstore.Options{ReadOnly: true}); err == nil {
+	if store, err := readOnlyStore(abs); err == nil {
 		head, herr := store.Head()
 		dirty, derr := store.Dirty()
 		if out.Remote == nil {
@@ -190,6 +192,9 @@ func statusText(o statusOut) string {
 		fmt.Fprintf(&b, "installed: no (%s: %s)\n", o.State, o.Detail)
 	} else {
 		fmt.Fprintf(&b, "installed: no (%s)\n", o.State)
+	}
+	if o.MaxFileSize != 0 {
+		fmt.Fprintf(&b, "files:     config files of up to %s (the server's Options.MaxFileSize at its last start)\n", sizeWords(o.MaxFileSize))
 	}
 	switch {
 	case o.Lock == nil:
@@ -428,7 +433,7 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := recovery.Options{Home: abs, DryRun: !*fix}
+	opts := recovery.Options{Home: abs, DryRun: !*fix, MaxFileSize: lifecycle.HomeMaxFileSize(abs)}
 	var lockFindings []recovery.Finding
 	if *fix {
 		lock, err := lifecycle.TryLock(abs)
@@ -509,7 +514,7 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	if len(pos) == 1 {
 		path = pos[0]
 	}
-	store, err := gitstore.Open(filepath.Join(abs, "config"), &gitstore.Options{ReadOnly: true})
+	store, err := readOnlyStore(abs)
 	if err != nil {
 		return err
 	}
@@ -576,4 +581,22 @@ func (c *cli) rollback(ctx context.Context, args []string) error {
 		out["notes"] = notes
 	}
 	return c.emit(out, n.text()+text)
+}
+
+// readOnlyStore opens the config repository of home read-only, reading
+// files with the size limit the home's server last started with.
+func readOnlyStore(home string) (*gitstore.Store, error) {
+	return gitstore.Open(filepath.Join(home, bootstrap.ConfigDir),
+		&gitstore.Options{ReadOnly: true, MaxFileSize: lifecycle.HomeMaxFileSize(home)})
+}
+
+// sizeWords words a size limit of bytes (negative: none), "4 MiB".
+func sizeWords(limit int64) string {
+	switch {
+	case limit < 0:
+		return "any size"
+	case limit%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", limit>>20)
+	}
+	return fmt.Sprintf("%d bytes", limit)
 }

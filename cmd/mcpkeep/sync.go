@@ -125,7 +125,7 @@ func (c *cli) syncBeside(home string, resolving bool, locked error) error {
 			out.Remote = fromState(s.Remote)
 		}
 	}
-	if store, err := gitstore.Open(filepath.Join(home, "config"), &gitstore.Options{ReadOnly: true}); err == nil {
+	if store, err := readOnlyStore(home); err == nil {
 		if conflicts, err := store.Conflicts(); err == nil {
 			out.Conflicts = conflicts
 		}
