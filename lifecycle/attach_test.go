@@ -208,9 +208,9 @@ func TestRunAttachesToAnotherBuild(t *testing.T) {
 	opts.Logger = slog.New(&log)
 	second := run(t, opts)
 	assert.True(t, mcptest.Call[lifecycle.Route](t, second.client, "route", nil).Attached)
-	recs := log.find(slog.LevelWarn, "attached to the home's writer, a process of another build")
+	recs := log.Find(slog.LevelWarn, "attached to the home's writer, a process of another build")
 	require.Len(t, recs, 1)
-	assert.Equal(t, "v0", attr(recs[0], "writer_version"))
-	assert.Equal(t, "v9", attr(recs[0], "version"))
-	assert.Equal(t, strconv.Itoa(os.Getpid()), attr(recs[0], "writer_pid"))
+	assert.Equal(t, "v0", mcptest.Attr(recs[0], "writer_version"))
+	assert.Equal(t, "v9", mcptest.Attr(recs[0], "version"))
+	assert.Equal(t, strconv.Itoa(os.Getpid()), mcptest.Attr(recs[0], "writer_pid"))
 }

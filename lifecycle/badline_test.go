@@ -70,16 +70,16 @@ func TestRunAttachedBadLines(t *testing.T) {
 				t.Fatalf("Run did not return within %v of stdin's EOF", hangAfter)
 			}
 
-			assert.NotEmpty(t, recs.find(slog.LevelInfo, "attached to the home's writer"))
-			answered := recs.find(slog.LevelInfo, "stdio: answered a bad line from the client")
+			assert.NotEmpty(t, recs.Find(slog.LevelInfo, "attached to the home's writer"))
+			answered := recs.Find(slog.LevelInfo, "stdio: answered a bad line from the client")
 			want := len(mcptest.BadLines)
 			if tt.burst {
 				want++
 			}
 			assert.Len(t, answered, want)
 			for _, r := range answered {
-				assert.Equal(t, "client", attr(r, "fault"))
-				assert.NotEmpty(t, attr(r, "excerpt"))
+				assert.Equal(t, "client", mcptest.Attr(r, "fault"))
+				assert.NotEmpty(t, mcptest.Attr(r, "excerpt"))
 			}
 		})
 	}

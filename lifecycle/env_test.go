@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/gitstore"
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -70,8 +71,8 @@ func TestOpenHomeLogsReclaimedLocks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, opts.Home, env.Home)
 	require.NoError(t, closeEnv())
-	reclaimed := log.find(slog.LevelWarn, "reclaimed a stale lock")
+	reclaimed := log.Find(slog.LevelWarn, "reclaimed a stale lock")
 	require.Len(t, reclaimed, 1)
-	assert.Contains(t, attr(reclaimed[0], "detail"), lockPath)
-	assert.Contains(t, attr(reclaimed[0], "detail"), "not running")
+	assert.Contains(t, mcptest.Attr(reclaimed[0], "detail"), lockPath)
+	assert.Contains(t, mcptest.Attr(reclaimed[0], "detail"), "not running")
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -64,45 +63,7 @@ func options(t *testing.T) lifecycle.Options {
 }
 
 // logs records log records for assertions.
-type logs struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logs) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.records = append(l.records, r.Clone())
-	return nil
-}
-func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logs) WithGroup(string) slog.Handler      { return l }
-
-// find returns the records at level with message msg.
-func (l *logs) find(level slog.Level, msg string) []slog.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []slog.Record
-	for _, r := range l.records {
-		if r.Level == level && r.Message == msg {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-func attr(r slog.Record, key string) string {
-	var v string
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v = a.Value.String()
-			return false
-		}
-		return true
-	})
-	return v
-}
+type logs = mcptest.Logs
 
 // running is a Harness running in the test, with a client connected over
 // stdio when stdio is on.
@@ -540,8 +501,8 @@ func TestRunHealthChecks(t *testing.T) {
 	for _, name := range []string{statefile.FileName, lifecycle.LockFile} {
 		path := filepath.Join(opts.Home, name)
 		r.poll(t, "a failed check naming "+name, func() bool {
-			for _, rec := range log.find(slog.LevelError, "health check failed") {
-				if strings.Contains(attr(rec, "problems"), path) {
+			for _, rec := range log.Find(slog.LevelError, "health check failed") {
+				if strings.Contains(mcptest.Attr(rec, "problems"), path) {
 					return true
 				}
 			}
@@ -632,7 +593,7 @@ func TestRunHTTP(t *testing.T) {
 		assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
 		require.NoError(t, r.stop(t))
 		assert.NoFileExists(t, r.statePath())
-		assert.Empty(t, log.find(slog.LevelWarn, exposedWarning), "loopback is not exposed")
+		assert.Empty(t, log.Find(slog.LevelWarn, exposedWarning), "loopback is not exposed")
 	})
 	t.Run("NoToken on loopback", func(t *testing.T) {
 		opts := httpOptions(t)
@@ -704,8 +665,8 @@ func TestRunHTTPPortTaken(t *testing.T) {
 	require.NotNil(t, st.HTTP)
 	assert.NotEqual(t, port, st.HTTP.Port)
 	assert.Equal(t, http.StatusOK, get(t, st.HTTP.URL, st.Token))
-	warned := slices.ContainsFunc(log.find(slog.LevelWarn, "HTTP: the port asked for is taken; serving on another"), func(r slog.Record) bool {
-		return attr(r, "url") == st.HTTP.URL
+	warned := slices.ContainsFunc(log.Find(slog.LevelWarn, "HTTP: the port asked for is taken; serving on another"), func(r slog.Record) bool {
+		return mcptest.Attr(r, "url") == st.HTTP.URL
 	})
 	assert.True(t, warned, "the fallback is logged with the URL")
 	require.NoError(t, r.stop(t))
@@ -726,7 +687,7 @@ func TestRunHTTPBindFailureKeepsStdio(t *testing.T) {
 	assert.Nil(t, st.HTTP)
 	assert.Empty(t, st.Token)
 	assert.True(t, st.Stdio)
-	assert.NotEmpty(t, log.find(slog.LevelError, "HTTP transport off: could not bind; serving stdio only"))
+	assert.NotEmpty(t, log.Find(slog.LevelError, "HTTP transport off: could not bind; serving stdio only"))
 	res, err := r.client.CallTool(t.Context(), &mcp.CallToolParams{Name: "state"})
 	require.NoError(t, err)
 	assert.False(t, res.IsError)

@@ -181,7 +181,7 @@ func TestOpenHomeClearsDeadWriter(t *testing.T) {
 			assert.Len(t, moved, 1, "to backups/, as a start's recovery moves it")
 			_, err = os.Lstat(sock)
 			assert.Equal(t, tc.listening, err == nil, "a socket is removed only when no one listens on it: %v", err)
-			assert.NotEmpty(t, log.find(slog.LevelWarn, "recovery"), "it says what it moved")
+			assert.NotEmpty(t, log.Find(slog.LevelWarn, "recovery"), "it says what it moved")
 		})
 	}
 }

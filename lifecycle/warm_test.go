@@ -64,7 +64,7 @@ func TestWarmPanics(t *testing.T) {
 	r := run(t, opts)
 	assert.False(t, mcptest.Call[lifecycle.Route](t, r.client, "route", nil).Attached)
 	r.poll(t, "the panic in the log", func() bool {
-		return len(l.find(slog.LevelError, "Options.Warm panicked; NewServer does its work")) == 1
+		return len(l.Find(slog.LevelError, "Options.Warm panicked; NewServer does its work")) == 1
 	})
 	require.NoError(t, r.stop(t))
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -91,7 +90,7 @@ func TestLongLines(t *testing.T) {
 		{"one byte more", limit + 1, true},
 		{"twice the limit", 2 * limit, true},
 	}
-	var logs recorder
+	var logs mcptest.Logs
 	in, out := serve(t, limit, slog.New(&logs))
 	handshake(t, in, out)
 	for i, tt := range tests {
@@ -106,10 +105,10 @@ func TestLongLines(t *testing.T) {
 			assert.ElementsMatch(t, []string{first, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, 1000+i)}, readLines(t, out, 2))
 		})
 	}
-	for _, r := range logs.get() {
-		assert.LessOrEqual(t, len(attr(r, "excerpt")), excerptLen)
+	for _, r := range logs.Records() {
+		assert.LessOrEqual(t, len(mcptest.Attr(r, "excerpt")), excerptLen)
 	}
-	assert.Len(t, logs.get(), 2, "one log line per refused line")
+	assert.Len(t, logs.Records(), 2, "one log line per refused line")
 }
 
 // readLines reads n lines from out.
@@ -208,7 +207,7 @@ func TestValidPassesUnchanged(t *testing.T) {
 // TestLog: each bad line is logged once, at Info, with fault=client and an
 // excerpt, never the whole line.
 func TestLog(t *testing.T) {
-	var logs recorder
+	var logs mcptest.Logs
 	long := `{"jsonrpc":"2.0","id":1,"method":"` + strings.Repeat("x", 200)
 	var out bytes.Buffer
 	c, err := (&Transport{Reader: strings.NewReader("garbage\n" + long + "\n"), Writer: &out, Logger: slog.New(&logs)}).Connect(t.Context())
@@ -216,14 +215,14 @@ func TestLog(t *testing.T) {
 	defer c.Close()
 	_, err = c.Read(t.Context())
 	require.ErrorIs(t, err, io.EOF)
-	rs := logs.get()
+	rs := logs.Records()
 	require.Len(t, rs, 2)
 	for _, r := range rs {
 		assert.Equal(t, slog.LevelInfo, r.Level)
-		assert.Equal(t, "client", attr(r, "fault"))
+		assert.Equal(t, "client", mcptest.Attr(r, "fault"))
 	}
-	assert.Equal(t, "garbage", attr(rs[0], "excerpt"))
-	assert.Equal(t, long[:excerptLen], attr(rs[1], "excerpt"))
+	assert.Equal(t, "garbage", mcptest.Attr(rs[0], "excerpt"))
+	assert.Equal(t, long[:excerptLen], mcptest.Attr(rs[1], "excerpt"))
 }
 
 func TestConnectNeedsStreams(t *testing.T) {
@@ -231,38 +230,4 @@ func TestConnectNeedsStreams(t *testing.T) {
 	assert.Error(t, err)
 	_, err = (&Transport{Reader: strings.NewReader("")}).Connect(context.Background())
 	assert.Error(t, err)
-}
-
-// recorder records log records.
-type recorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (l *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *recorder) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.records = append(l.records, r.Clone())
-	return nil
-}
-func (l *recorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *recorder) WithGroup(string) slog.Handler      { return l }
-
-func (l *recorder) get() []slog.Record {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]slog.Record(nil), l.records...)
-}
-
-func attr(r slog.Record, key string) string {
-	var v string
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == key {
-			v = a.Value.String()
-			return false
-		}
-		return true
-	})
-	return v
 }
