@@ -32,11 +32,13 @@ var allowed = map[string][]string{
 	// the answer to a request that reuses an id in progress, for the
 	// connections of mcpserve and attach.
 	"lifecycle/internal/inflight": {},
+	// JSON-RPC error responses with "id": null, for mcpserve and stdioconn.
+	"lifecycle/internal/rpcerr": {},
 	// a stdio client's transport, which answers a bad line and reads on,
 	// for mcpserve and the attach forwarder's client.
-	"lifecycle/internal/stdioconn": {},
+	"lifecycle/internal/stdioconn": {"lifecycle/internal/rpcerr"},
 	// the stdio and Streamable HTTP transport, private to lifecycle.
-	"lifecycle/internal/mcpserve": {"lifecycle/internal/inflight", "lifecycle/internal/stdioconn"},
+	"lifecycle/internal/mcpserve": {"lifecycle/internal/inflight", "lifecycle/internal/rpcerr", "lifecycle/internal/stdioconn"},
 	// the socket, forwarder and listener of attached clients, private to lifecycle.
 	"lifecycle/internal/attach": {"internal/failpoint", "lifecycle/internal/inflight"},
 	"lifecycle": {"atomicfile", "statefile", "portmgr", "gitstore", "bootstrap", "recovery",
@@ -76,7 +78,7 @@ var thirdParty = map[string][]string{
 	"github.com/gofrs/flock":                  {"statefile", "lifecycle"},
 	"go.etcd.io/etcd/":                        {"lifecycle/etcdlock"},
 	"go.uber.org/zap":                         {"lifecycle/etcdlock"},
-	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/inflight", "lifecycle/internal/stdioconn", "lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
+	"github.com/modelcontextprotocol/go-sdk/": {"lifecycle/internal/inflight", "lifecycle/internal/rpcerr", "lifecycle/internal/stdioconn", "lifecycle/internal/mcpserve", "lifecycle/internal/attach", "lifecycle", "cmd/internal/helios", "internal/mcptest", "examples/notes"},
 }
 
 func TestImportsPointDown(t *testing.T) {

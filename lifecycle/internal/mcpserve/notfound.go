@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/rpcerr"
 )
 
 // notFoundWriter turns the go-sdk's answer to a request of a method it
@@ -82,14 +84,12 @@ func (n *notFoundWriter) finish(data []byte) {
 // batchNotFound answers a batch the go-sdk refused for a message of
 // method name: an error for each request in it, none of which ran.
 func (n *notFoundWriter) batchNotFound(data []byte, name string) {
-	type rpcError struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *jsonrpc.Error  `json:"error"`
-	}
+	notFound := fmt.Sprintf("method not found: this server does not serve %q; no message of this batch was run", name)
+	notRun := fmt.Sprintf("not run: this batch also holds a message of %q, a method this server does not serve, "+
+		"and a batch with one is refused whole: send the other messages again without it", name)
 	var msgs []json.RawMessage
 	_ = json.Unmarshal(data, &msgs)
-	var out []rpcError
+	var out []rpcerr.Response
 	for _, m := range msgs {
 		var req struct {
 			ID     json.RawMessage `json:"id"`
@@ -98,24 +98,15 @@ func (n *notFoundWriter) batchNotFound(data []byte, name string) {
 		if json.Unmarshal(m, &req) != nil || req.Method == "" || len(req.ID) == 0 || string(req.ID) == "null" {
 			continue // a notification or a response: nothing to answer
 		}
-		e := &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("not run: this batch also holds "+
-			"a message of %q, a method this server does not serve, and a batch with one is refused whole: "+
-			"send the other messages again without it", name)}
 		if req.Method == name {
-			e = &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method not found: "+
-				"this server does not serve %q; no message of this batch was run", name)}
+			out = append(out, rpcerr.New(req.ID, jsonrpc.CodeMethodNotFound, notFound))
+		} else {
+			out = append(out, rpcerr.New(req.ID, jsonrpc.CodeInvalidRequest, notRun))
 		}
-		out = append(out, rpcError{"2.0", req.ID, e})
-	}
-	if len(out) == 0 { // only notifications: one error says why none was run
-		writeRPCError(n.ResponseWriter, http.StatusBadRequest, nil, jsonrpc.CodeMethodNotFound,
-			fmt.Sprintf("method not found: this server does not serve %q; no message of this batch was run", name))
-		return
 	}
 	body, err := json.Marshal(out)
-	if err != nil {
-		writeRPCError(n.ResponseWriter, http.StatusBadRequest, nil, jsonrpc.CodeMethodNotFound,
-			fmt.Sprintf("method not found: this server does not serve %q; no message of this batch was run", name))
+	if len(out) == 0 || err != nil { // only notifications: one error says why none was run
+		writeRPCError(n.ResponseWriter, http.StatusBadRequest, nil, jsonrpc.CodeMethodNotFound, notFound)
 		return
 	}
 	n.Header().Set("Content-Type", "application/json")

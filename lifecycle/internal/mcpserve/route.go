@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/rpcerr"
 )
 
 const (
@@ -356,14 +358,7 @@ func (h *httpServer) refuseBatch(w http.ResponseWriter, msg string) {
 // notification's, a message that could not be read); jsonrpc.EncodeMessage
 // would leave it out.
 func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, msg string) {
-	if !json.Valid(id) {
-		id = json.RawMessage("null")
-	}
-	data, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   *jsonrpc.Error  `json:"error"`
-	}{"2.0", id, &jsonrpc.Error{Code: code, Message: msg}})
+	data, err := rpcerr.Encode(id, code, msg)
 	if err != nil {
 		http.Error(w, msg, status)
 		return

@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/rpcerr"
 )
 
 // excerptLen is how many bytes of a bad line its log line quotes.
@@ -252,18 +254,7 @@ func idOf(o map[string]json.RawMessage) json.RawMessage {
 // answer writes an error response with id (nil for null) to the client
 // and logs it with an excerpt of line.
 func (f *filter) answer(code int64, id json.RawMessage, message string, line []byte, reason string) {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	type wireError struct {
-		Code    int64  `json:"code"`
-		Message string `json:"message"`
-	}
-	b, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   wireError       `json:"error"`
-	}{"2.0", id, wireError{code, message}})
+	b, err := rpcerr.Encode(id, code, message)
 	if err != nil { // cannot happen: id is a JSON string, number or null
 		return
 	}
