@@ -158,7 +158,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 			out.Remote = fromState(s.Remote)
 		}
 	}
-	if store, err := readOnlyStore(abs); err == nil {
+	if store, err := readOnlyStore(abs, info.MaxFileSize); err == nil {
 		head, herr := store.Head()
 		dirty, derr := store.Dirty()
 		if out.Remote == nil {
@@ -514,7 +514,7 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	if len(pos) == 1 {
 		path = pos[0]
 	}
-	store, err := readOnlyStore(abs)
+	store, err := readOnlyStore(abs, lifecycle.HomeMaxFileSize(abs))
 	if err != nil {
 		return err
 	}
@@ -584,10 +584,12 @@ func (c *cli) rollback(ctx context.Context, args []string) error {
 }
 
 // readOnlyStore opens the config repository of home read-only, reading
-// files with the size limit the home's server last started with.
-func readOnlyStore(home string) (*gitstore.Store, error) {
+// files with limit, the size limit the home's server last started with
+// (lifecycle.HomeMaxFileSize, or the stamp's Info.MaxFileSize where the
+// caller read it already).
+func readOnlyStore(home string, limit int64) (*gitstore.Store, error) {
 	return gitstore.Open(filepath.Join(home, bootstrap.ConfigDir),
-		&gitstore.Options{ReadOnly: true, MaxFileSize: lifecycle.HomeMaxFileSize(home)})
+		&gitstore.Options{ReadOnly: true, MaxFileSize: limit})
 }
 
 // sizeWords words a size limit of bytes (negative: none), "4 MiB".

@@ -125,7 +125,7 @@ func (c *cli) syncBeside(home string, resolving bool, locked error) error {
 			out.Remote = fromState(s.Remote)
 		}
 	}
-	if store, err := readOnlyStore(home); err == nil {
+	if store, err := readOnlyStore(home, lifecycle.HomeMaxFileSize(home)); err == nil {
 		if conflicts, err := store.Conflicts(); err == nil {
 			out.Conflicts = conflicts
 		}
