@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -355,26 +354,14 @@ func TestRefusedSpecWritesNothing(t *testing.T) {
 	})
 }
 
-// homeFiles returns every file below home but the lock's, with its bytes,
-// and every directory, as "path/".
+// homeFiles is treeOf(home) without the lock's files.
 func homeFiles(t *testing.T, home string) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	files := treeOf(t, home)
+	for p := range files {
+		if strings.HasPrefix(filepath.Base(p), lifecycle.LockFile) {
+			delete(files, p) // taken and given up
 		}
-		rel, _ := filepath.Rel(home, p)
-		switch {
-		case d.IsDir():
-			out[rel+"/"] = ""
-			return nil
-		case strings.HasPrefix(rel, lifecycle.LockFile):
-			return nil // taken and given up
-		}
-		b, err := os.ReadFile(p)
-		out[rel] = string(b)
-		return err
-	}))
-	return out
+	}
+	return files
 }
