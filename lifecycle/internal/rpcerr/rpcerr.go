@@ -14,9 +14,9 @@ import (
 
 // Response is a JSON-RPC 2.0 error response.
 type Response struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Error   *jsonrpc.Error  `json:"error"`
+	JSONRPC string          `json:"jsonrpc"` // always "2.0"
+	ID      json.RawMessage `json:"id"`      // the request's id, or null
+	Error   *jsonrpc.Error  `json:"error"`   // its code and message
 }
 
 // New returns the error response to the request of id with code and msg.
