@@ -46,9 +46,13 @@ func TestToolkitVersionWithReplace(t *testing.T) {
 	}
 	exe := filepath.Join(dir, "notes")
 	cmd := exec.Command("go", "build", "-o", exe, ".")
-	// -mod=mod fills in the requirements mcpkeep's go.mod brings, from the
-	// module cache this module's own build already filled; no network.
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	// -mod=mod fills in the requirements mcpkeep's go.mod brings. The
+	// module cache holds most of them once this module has built, but not
+	// every go.mod the new module's graph reads (on a fresh machine
+	// filepath-securejoin's go-spew v1.1.1 was missing until another
+	// package's test happened to fetch it), so the configured GOPROXY
+	// stays as a newcomer's would.
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	out, err = exec.Command(exe).Output()
