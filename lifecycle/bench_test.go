@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/fstest"
@@ -154,6 +155,79 @@ func BenchmarkConcurrentUpdates(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkEightToOne measures issue 20's ratio, 8 clients' changes per
+// second against one client's, with both sides in one sitting: each
+// iteration runs a round of 300 changes from one client and a round of
+// 1,200 from 8 at once (about a quarter of a second each, which goes
+// first alternating) on one Env, each client setting its own key in one
+// YAML file as BenchmarkConcurrentUpdates's files=shared does. On a
+// shared or drifting machine the rate of a sub-benchmark moves by more
+// than the ratio's margin between two that run seconds apart; rounds in
+// turn see the same machine, as BenchmarkColdStart's starts do. It
+// reports the median rate of each side (1-client-changes/s,
+// 8-client-changes/s), the median of the iterations' ratios (8/1), and
+// fails if a change is not its own commit.
+//
+//	go test -run '^$' -bench EightToOne -benchtime 20x ./lifecycle
+func BenchmarkEightToOne(b *testing.B) {
+	env := benchEnv(b, 10, "nested", 0)
+	before, err := env.Store.History("", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	made := 0
+	round := func(clients, changes int) float64 {
+		var next atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1))
+					if i > changes {
+						return
+					}
+					if _, err := env.Update(b.Context(), fmt.Sprintf("client %d of %d: %d", c, clients, i), change("shared", c, i)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		made += changes
+		return float64(changes) / time.Since(start).Seconds()
+	}
+	var one, eight, ratios []float64
+	for i := 0; b.Loop(); i++ {
+		var r1, r8 float64
+		if i%2 == 0 {
+			r1, r8 = round(1, 300), round(8, 1200)
+		} else {
+			r8, r1 = round(8, 1200), round(1, 300)
+		}
+		one, eight, ratios = append(one, r1), append(eight, r8), append(ratios, r8/r1)
+	}
+	b.StopTimer()
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(medianOf(one), "1-client-changes/s")
+	b.ReportMetric(medianOf(eight), "8-client-changes/s")
+	b.ReportMetric(medianOf(ratios), "8/1")
+	after, err := env.Store.History("", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := len(after) - len(before); got != made {
+		b.Fatalf("%d commits for %d changes", got, made)
+	}
+}
+
+// medianOf returns the middle of xs (the upper one of an even count).
+func medianOf(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	return s[len(s)/2]
 }
 
 // change returns client c's i-th change of BenchmarkConcurrentUpdates.
