@@ -59,7 +59,28 @@ var (
 	ErrTooNew = errors.New("bootstrap: home schema is newer than this server")
 	// ErrMigration is matched by every *MigrationError.
 	ErrMigration = errors.New("bootstrap: migration failed")
+	// ErrOtherServer is matched by every *OtherServerError.
+	ErrOtherServer = errors.New("bootstrap: the home is another server's")
 )
+
+// OtherServerError reports a home whose stamp names another server than
+// Spec.Server: its files are that server's, which this one would read,
+// change and migrate as its own. Ensure refuses it before touching the
+// home.
+type OtherServerError struct {
+	Home    string // the home
+	Stamped string // the server its stamp names
+	Server  string // Spec.Server: the server that asked
+}
+
+// Error names both servers and what to do.
+func (e *OtherServerError) Error() string {
+	return fmt.Sprintf("bootstrap: %s is the home of server %q (its %s says so), not of %q: "+
+		"give %q a home of its own", e.Home, e.Stamped, VersionFile, e.Server, e.Server)
+}
+
+// Unwrap returns ErrOtherServer.
+func (e *OtherServerError) Unwrap() error { return ErrOtherServer }
 
 // MigrationError reports a migration (or the validation after it) that
 // failed. config/ was restored to what it was before the upgrade.
@@ -94,6 +115,9 @@ type Info struct {
 	// (mcpkeep doctor, history, rollback, sync) use it, so that they refuse
 	// what the server refuses and nothing else.
 	MaxFileSize int64 `json:"max_file_size,omitempty"`
+	// Server is the name of the server whose home this is, as its
+	// starts record it (Spec.Server); "" when none was recorded.
+	Server string `json:"server,omitempty"`
 }
 
 // ToolkitVersion says which mcpkeep this binary holds, as the main module or

@@ -119,6 +119,48 @@ func TestFreshInstall(t *testing.T) {
 	assert.False(t, stamped.LastBootAt.Before(stamped.InstalledAt))
 }
 
+// TestEnsureNamesTheServer: the stamp records Spec.Server; a home stamped
+// without one (an older mcpkeep) is named by the first start that gives
+// one; a start of another server is an *OtherServerError before anything
+// in the home changes; a Spec without a name is not judged.
+func TestEnsureNamesTheServer(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	_, err := bootstrap.Ensure(t.Context(), spec(home))
+	require.NoError(t, err)
+	info, err := bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Empty(t, info.Server, "no name given, none recorded")
+
+	named := spec(home)
+	named.Server = "notes"
+	res, err := bootstrap.Ensure(t.Context(), named)
+	require.NoError(t, err)
+	assert.Equal(t, "notes", res.After.Server, "an unnamed home is taken by the first name")
+	info, err = bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "notes", info.Server)
+	stamp, err := os.ReadFile(filepath.Join(home, ".version"))
+	require.NoError(t, err)
+
+	other := spec(home)
+	other.Server = "helios"
+	_, err = bootstrap.Ensure(t.Context(), other)
+	var oe *bootstrap.OtherServerError
+	require.ErrorAs(t, err, &oe)
+	require.ErrorIs(t, err, bootstrap.ErrOtherServer)
+	assert.Equal(t, bootstrap.OtherServerError{Home: home, Stamped: "notes", Server: "helios"}, *oe)
+	assert.Contains(t, err.Error(), `give "helios" a home of its own`)
+	after, err := os.ReadFile(filepath.Join(home, ".version"))
+	require.NoError(t, err)
+	assert.Equal(t, string(stamp), string(after), "the refused start wrote no boot")
+
+	_, err = bootstrap.Ensure(t.Context(), spec(home))
+	require.NoError(t, err, "a Spec without a name is not judged")
+	info, err = bootstrap.Detect(home, 1)
+	require.NoError(t, err)
+	assert.Equal(t, "notes", info.Server, "and keeps the name it found")
+}
+
 // TestDeferBoot: with DeferBoot, a start of a ready home leaves the stamp
 // alone until RecordBoot writes the boot Ensure returned; an install
 // stamps at once, leaving RecordBoot nothing to do.

@@ -43,6 +43,10 @@ type stamp struct {
 	// boot record reads (Spec.MaxFileSize), in bytes: absent (0) for
 	// atomicfile.DefaultMaxSize, -1 for no limit.
 	MaxFileSize int64 `json:"max_file_size,omitempty"`
+	// Server names the server whose home this is (Spec.Server): absent
+	// for a stamp written before mcpkeep recorded it, or by a program
+	// that gave no name; the next start that gives one records it.
+	Server string `json:"server,omitempty"`
 }
 
 // recordedLimit is limit, a Spec.MaxFileSize, as the stamp records it: 0
@@ -112,7 +116,7 @@ func Detect(home string, schema int) (Info, error) {
 		return Info{}, err
 	}
 	info := Info{Schema: st.Schema, ToolkitVersion: st.ToolkitVersion, InstalledAt: st.InstalledAt,
-		LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: recordedLimit(st.MaxFileSize)}
+		LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: recordedLimit(st.MaxFileSize), Server: st.Server}
 	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); err != nil {
 		info.State, info.Detail = Incomplete, "stamped, but "+ConfigDir+"/ is not a git repository"
 		return info, nil

@@ -67,6 +67,14 @@ type Spec struct {
 	// its Options.MaxFileSize. Ensure itself reads config files with the
 	// limit of Git.
 	MaxFileSize int64
+	// Server is the name of the server whose home this is (a
+	// lifecycle.Harness sets its Options.Name). The stamp records it, and
+	// Ensure refuses, with an *OtherServerError, a home whose stamp names
+	// another: one server's files are not another's to read, change or
+	// migrate. A home stamped without a name (by an older mcpkeep) is
+	// taken, and named, by the first start that gives one; "" neither
+	// records nor checks a name.
+	Server string
 }
 
 // Result says what Ensure found and did.
@@ -135,6 +143,9 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if before.Server != "" && spec.Server != "" && before.Server != spec.Server {
+		return Result{}, &OtherServerError{Home: spec.Home, Stamped: before.Server, Server: spec.Server}
+	}
 	res := Result{Before: before}
 	now := time.Now().UTC().Truncate(time.Second)
 	var st stamp
@@ -176,6 +187,9 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 	}
 	st.ToolkitVersion, st.LastBootAt, st.Boots = spec.ToolkitVersion, now, st.Boots+1
 	st.MaxFileSize = recordedLimit(spec.MaxFileSize)
+	if spec.Server != "" {
+		st.Server = spec.Server
+	}
 	res.boot = &pendingBoot{home: spec.Home, st: st}
 	if before.State != Ready || !spec.DeferBoot {
 		if err := res.RecordBoot(); err != nil {
@@ -186,8 +200,23 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 		return res, err
 	}
 	res.After = Info{State: Ready, Schema: st.Schema, ToolkitVersion: st.ToolkitVersion,
-		InstalledAt: st.InstalledAt, LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: st.MaxFileSize}
+		InstalledAt: st.InstalledAt, LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: st.MaxFileSize, Server: st.Server}
 	return res, nil
+}
+
+// checkServer refuses a home whose stamp names a server other than
+// server, for a step that touches the home before Detect reads the stamp.
+// A stamp that is missing or does not read names none: Detect and the
+// install deal with it.
+func checkServer(home, server string) error {
+	if server == "" {
+		return nil
+	}
+	st, err := readStamp(home)
+	if err != nil || st.Server == "" || st.Server == server {
+		return nil
+	}
+	return &OtherServerError{Home: home, Stamped: st.Server, Server: server}
 }
 
 // check reports what makes the spec unusable: a programming error, found
@@ -262,7 +291,7 @@ func (e *SpecError) Error() string { return "bootstrap: Spec." + e.Field + " " +
 
 func stampOf(i Info) stamp {
 	return stamp{Schema: i.Schema, ToolkitVersion: i.ToolkitVersion, InstalledAt: i.InstalledAt, LastBootAt: i.LastBootAt, Boots: i.Boots,
-		MaxFileSize: i.MaxFileSize}
+		MaxFileSize: i.MaxFileSize, Server: i.Server}
 }
 
 type ensurer struct {

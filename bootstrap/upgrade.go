@@ -214,6 +214,9 @@ func (e *ensurer) finishUpgradeRestore() error {
 	if err != nil {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	if err := checkServer(e.spec.Home, e.spec.Server); err != nil {
+		return err // another server's upgrade is that server's to finish
+	}
 	if st, err := readStamp(e.spec.Home); err == nil && st.Schema == j.To {
 		return e.endUpgrade() // the upgrade finished; only the journal was left
 	}
