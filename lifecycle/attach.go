@@ -109,6 +109,11 @@ func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.
 		}
 		conn, err := attach.Dial(ctx, path, me)
 		if err == nil {
+			// A writer of an older build does not judge the name.
+			if reason := attach.OtherServer(me.Name, conn.Writer.Name); reason != "" {
+				conn.Close()
+				return nil, nil, fmt.Errorf("%w, and this process cannot attach to it: %s", locked, reason)
+			}
 			return nil, conn, nil
 		}
 		if !errors.Is(err, attach.ErrNoWriter) {

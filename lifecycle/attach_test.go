@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -213,4 +214,59 @@ func TestRunAttachesToAnotherBuild(t *testing.T) {
 	assert.Equal(t, "v0", mcptest.Attr(recs[0], "writer_version"))
 	assert.Equal(t, "v9", mcptest.Attr(recs[0], "version"))
 	assert.Equal(t, strconv.Itoa(os.Getpid()), mcptest.Attr(recs[0], "writer_pid"))
+}
+
+// TestRunRefusesAnotherServersWriter: a process of another server (another
+// Options.Name) launched on a home in use is not attached to the writer,
+// whose tools its client did not ask for: Run returns an error matching
+// ErrLocked that names both servers, and the writer keeps no session of it.
+func TestRunRefusesAnotherServersWriter(t *testing.T) {
+	writer := run(t, options(t))
+	opts := writer.opts
+	opts.Name = "other"
+	opts.Stdin, opts.Stdout = strings.NewReader(""), nil
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	require.ErrorIs(t, err, lifecycle.ErrLocked)
+	assert.Contains(t, err.Error(), `it serves "other" and the home's writer serves "`+writer.opts.Name+`"`)
+	assert.Contains(t, err.Error(), `give "other" a home of its own`)
+	assert.Empty(t, writer.state(t).Sessions)
+	mcptest.Call[lifecycle.Route](t, writer.client, "route", nil)
+}
+
+// TestRunRefusesAnotherServersHome: a home stamped by one server is
+// refused to another, before anything in it changes, with an
+// *OptionsError naming Options.Home (exit status 2 under Main); the same
+// server starts on it as before.
+func TestRunRefusesAnotherServersHome(t *testing.T) {
+	opts := options(t)
+	opts.Stdin, opts.Stdout = strings.NewReader(""), nil
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	require.NoError(t, h.Run(t.Context()), "the install")
+	stamp := func() string {
+		b, err := os.ReadFile(filepath.Join(opts.Home, bootstrap.VersionFile))
+		require.NoError(t, err)
+		return string(b)
+	}
+	before, stamped := treeOf(t, filepath.Join(opts.Home, "config")), stamp()
+	assert.Contains(t, stamped, `"server": "`+opts.Name+`"`, "the install names its server")
+
+	other := opts
+	other.Name = "other"
+	h, err = lifecycle.New(other)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	var oe *lifecycle.OptionsError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "Home", oe.Field)
+	require.ErrorIs(t, err, bootstrap.ErrOtherServer)
+	assert.Contains(t, err.Error(), `is the home of server "`+opts.Name+`"`)
+	assert.Equal(t, before, treeOf(t, filepath.Join(opts.Home, "config")), "nothing in config/ changed")
+	assert.Equal(t, stamped, stamp(), "nor the stamp")
+
+	h, err = lifecycle.New(opts)
+	require.NoError(t, err)
+	require.NoError(t, h.Run(t.Context()), "its own server starts on it")
 }

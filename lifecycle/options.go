@@ -126,8 +126,14 @@ func checkSpec(spec *bootstrap.Spec) error {
 }
 
 // specOptionsError returns the *OptionsError naming Options.Spec's field
-// for a *bootstrap.SpecError in err, or nil if it holds none.
+// for a *bootstrap.SpecError in err, or Options.Home for a
+// *bootstrap.OtherServerError, or nil if it holds neither.
 func specOptionsError(err error) error {
+	var oe *bootstrap.OtherServerError
+	if errors.As(err, &oe) {
+		return &OptionsError{Field: "Home", Problem: fmt.Sprintf("%s is the home of server %q (its %s says so), not of %q: "+
+			"give %q a home of its own (Options.Home)", oe.Home, oe.Stamped, bootstrap.VersionFile, oe.Server, oe.Server), Err: err}
+	}
 	var se *bootstrap.SpecError
 	if !errors.As(err, &se) {
 		return nil

@@ -161,6 +161,7 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	spec := o.Spec
 	spec.Home, spec.Logger, spec.DeferBoot = o.Home, log, true // the boot record is written below, beside other work
 	spec.MaxFileSize = o.MaxFileSize                           // in the boot record, for the tools that read the home
+	spec.Server = o.Name                                       // a home is one server's: the stamp names it
 	git := h.gitOptions()
 	spec.Git = git
 	boot, err := bootstrap.Ensure(ctx, spec)

@@ -37,6 +37,19 @@ type Hello struct {
 	Refused string    `json:"refused,omitempty"` // writer: why it does not take this process
 }
 
+// OtherServer returns why a process serving the server named attaching
+// may not attach to a writer serving the server named writer, or "" when
+// it may: a home holds one server's files, and a client launched for one
+// server must not be served another's tools. A name left empty (an older
+// mcpkeep's hello) is not judged.
+func OtherServer(attaching, writer string) string {
+	if attaching == "" || writer == "" || attaching == writer {
+		return ""
+	}
+	return fmt.Sprintf("it serves %q and the home's writer serves %q: a home holds one server's files; give %q a home of its own",
+		attaching, writer, attaching)
+}
+
 // ErrRefused: the writer does not take this process.
 var ErrRefused = errors.New("attach: the writer refused this process")
 

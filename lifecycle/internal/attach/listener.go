@@ -145,6 +145,11 @@ func (l *Listener) serveConn(c net.Conn) {
 		l.log.Warn("attach: no hello from an attaching process; closed", "pid", cred.PID, "err", err)
 		return
 	}
+	if reason := OtherServer(peer.Name, l.opts.Me.Name); reason != "" {
+		l.log.Warn("attach: refused a process of another server", "pid", cred.PID, "its_name", peer.Name)
+		l.refuse(c, reason)
+		return
+	}
 	if err := writeHello(c, l.opts.Me); err != nil {
 		return
 	}

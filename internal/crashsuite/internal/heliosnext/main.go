@@ -47,7 +47,7 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	h, err := lifecycle.New(lifecycle.Options{
-		Name:    "heliosnext",
+		Name:    "helios", // the next version of the same server: the home's stamp names helios
 		Version: "v2-test",
 		Home:    *home,
 		Spec: bootstrap.Spec{
