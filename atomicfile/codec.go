@@ -257,6 +257,72 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 	return corrupt(path, data, next.Line, errSecondDocument)
 }
 
+// CheckUniqueKeys reports a mapping of the YAML document in data that gives
+// a key twice, as a *CorruptError naming path with the words and line
+// yaml.v3 gives when it decodes that mapping into a value (ReadYAML into a
+// map, or into a struct for a field it has, refuses such a file). It
+// returns nil when every mapping gives each key once, and ParseYAML's
+// error when data does not parse. ParseYAML's own check of the syntax does
+// not refuse a key given twice: yaml.v3 refuses it only in the mappings a
+// read decodes, so a struct read that skips the mapping accepts the file.
+// Keys are compared as yaml.v3 compares them, by kind and value, in time
+// linear in the keys (yaml.v3's own check is quadratic).
+func CheckUniqueKeys(path string, data []byte) error {
+	var n yaml.Node
+	if err := ParseYAML(path, data, &n); err != nil {
+		return err
+	}
+	if err := keyTwice(&n); err != nil {
+		return yamlError(path, data, err)
+	}
+	return nil
+}
+
+// keyTwice returns the error yaml.v3 gives first for the mappings under n
+// that give a key twice (a *yaml.TypeError with its words), or nil: the
+// first such mapping in document order, and in it the pair yaml.v3 meets
+// first (the earliest key that has a double, with its first double).
+func keyTwice(n *yaml.Node) error {
+	type key struct {
+		kind  yaml.Kind
+		value string
+	}
+	var first map[key]int // a key's first index in the mapping
+	var walk func(n *yaml.Node) error
+	walk = func(n *yaml.Node) error {
+		if n.Kind == yaml.MappingNode && len(n.Content) > 2 {
+			clear(first)
+			if first == nil {
+				first = make(map[key]int, len(n.Content)/2)
+			}
+			bi, bj := -1, -1
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				k := key{n.Content[j].Kind, n.Content[j].Value}
+				i, seen := first[k]
+				if !seen {
+					first[k] = j
+					continue
+				}
+				if bi < 0 || i < bi {
+					bi, bj = i, j
+				}
+			}
+			if bi >= 0 {
+				ki, kj := n.Content[bi], n.Content[bj]
+				return &yaml.TypeError{Errors: []string{
+					fmt.Sprintf("line %d: mapping key %#v already defined at line %d", kj.Line, kj.Value, ki.Line)}}
+			}
+		}
+		for _, c := range n.Content {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(n)
+}
+
 // corrupt is the *CorruptError for line of data, with its excerpt.
 func corrupt(path string, data []byte, line int, err error) *CorruptError {
 	return &CorruptError{Path: path, Line: line, Err: err, Excerpt: excerpt(data, line)}

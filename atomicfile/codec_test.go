@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -286,6 +287,43 @@ func TestWriteYAMLNeverWritesWhatItCannotRead(t *testing.T) {
 	assert.Len(t, entries, 1, "and no temporary file left")
 }
 
+// TestCheckUniqueKeys: CheckUniqueKeys refuses a mapping that gives a key
+// twice, at any depth, with the words and line a read into a value gives
+// first; one that gives each key once passes, and so does the syntax check
+// (ParseYAML with a nil target) of either.
+func TestCheckUniqueKeys(t *testing.T) {
+	for _, c := range []struct {
+		name, data string
+		line       int // of the second key; 0: accepted
+	}{
+		{"top", "a: 1\nb: 2\na: 3\n", 3},
+		{"nested", "a:\n  x: 1\n  x: 2\n", 3},
+		{"in a list", "- a: 1\n- b: 1\n  b: 2\n", 3},
+		{"flow", "{a: 1, a: 2}\n", 1},
+		{"quoted and plain", "1: a\n\"1\": b\n", 2},
+		{"two pairs, the outer first", "a: 1\nb: 2\nb: 3\na: 4\n", 4},
+		{"a key per mapping", "a:\n  x: 1\nb:\n  x: 1\n", 0},
+		{"same value, other kind", "a: 1\n? [a]\n: 2\n", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, atomicfile.ParseYAML("n.yaml", []byte(c.data), nil), "the syntax check")
+			err := atomicfile.CheckUniqueKeys("n.yaml", []byte(c.data))
+			var v any
+			rerr := atomicfile.ParseYAML("n.yaml", []byte(c.data), &v)
+			if c.line == 0 {
+				require.NoError(t, err)
+				return
+			}
+			var ce, rce *atomicfile.CorruptError
+			require.ErrorAs(t, err, &ce)
+			require.ErrorAs(t, rerr, &rce, "a read into a value refuses it too")
+			assert.True(t, strings.HasPrefix(rce.Summary(), ce.Summary()), "%q, %q", ce.Summary(), rce.Summary())
+			assert.Equal(t, c.line, ce.Line)
+			assert.Equal(t, rce.Line, ce.Line)
+		})
+	}
+}
+
 func seeds(f *testing.F, kind string) {
 	entries, err := os.ReadDir(filepath.Join("..", "testdata", kind))
 	require.NoError(f, err)
@@ -304,8 +342,16 @@ func FuzzReadYAML(f *testing.F) {
 		require.NoError(t, os.WriteFile(p, data, 0o600))
 		var v any
 		if err := atomicfile.ReadYAML(p, &v); err != nil {
+			var ce *atomicfile.CorruptError
+			if errors.As(err, &ce) && strings.HasPrefix(ce.Summary(), "a key given twice") {
+				// A transaction's check refuses what a read into a
+				// map refuses.
+				assert.Error(t, atomicfile.CheckUniqueKeys(p, data), "a key given twice passed CheckUniqueKeys")
+			}
 			return
 		}
+		require.NoError(t, atomicfile.ParseYAML(p, data, nil), "what a read accepts, the syntax check accepts")
+		require.NoError(t, atomicfile.CheckUniqueKeys(p, data), "what a read accepts, CheckUniqueKeys accepts")
 		// What parses writes back and reads again.
 		out := filepath.Join(dir, "out.yaml")
 		if err := atomicfile.WriteYAML(out, v, 0); err != nil {
