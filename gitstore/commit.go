@@ -30,6 +30,7 @@ type file struct {
 	hash plumbing.Hash
 	data []byte
 	info fs.FileInfo
+	kept bool // left out of a CommitChecked: HEAD's entry, already stored
 }
 
 // skip reports whether a work-tree entry is never versioned: .git, the
@@ -45,7 +46,17 @@ func skip(name string, top bool) bool {
 // it: gitstore versions regular files only, and neither follows a link
 // nor waits on a pipe to read one.
 func (s *Store) scan() ([]file, error) {
+	files, _, err := s.scanLeaving(nil)
+	return files, err
+}
+
+// scanLeaving is scan, except when left is not nil: an entry scan refuses
+// is then not an error but goes into *left, and so does a file whose bytes
+// differ from the index's and check (if not nil) refuses.
+func (s *Store) scanLeaving(check func(path string, data []byte) error) ([]file, []LeftOut, error) {
 	var files []file
+	var left []LeftOut
+	leaving := check != nil
 	read := atomicfile.Reader{Root: s.dir, MaxSize: s.opts.MaxFileSize}
 	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -64,7 +75,12 @@ func (s *Store) scan() ([]file, error) {
 			return nil
 		}
 		if !d.Type().IsRegular() {
-			return &atomicfile.RefusedError{Path: p, Mode: d.Type()}
+			err := &atomicfile.RefusedError{Path: p, Mode: d.Type()}
+			if leaving {
+				left = append(left, LeftOut{Path: s.rel(p), Err: err})
+				return nil
+			}
+			return err
 		}
 		// Stat before the read: a write in between leaves stat data older
 		// than the bytes, which git notices, never the other way round.
@@ -73,6 +89,11 @@ func (s *Store) scan() ([]file, error) {
 			return err
 		}
 		if f.data, err = read.ReadFile(p); err != nil {
+			var re *atomicfile.RefusedError
+			if leaving && errors.As(err, &re) {
+				left = append(left, LeftOut{Path: f.path, Err: err})
+				return nil
+			}
 			return err
 		}
 		f.mode = filemode.Regular
@@ -80,10 +101,18 @@ func (s *Store) scan() ([]file, error) {
 			f.mode = filemode.Executable
 		}
 		f.hash = plumbing.ComputeHash(plumbing.BlobObject, f.data)
+		if leaving {
+			if e, ok := s.index[f.path]; !ok || e.Hash != f.hash {
+				if err := check(f.path, f.data); err != nil {
+					left = append(left, LeftOut{Path: f.path, Err: err})
+					return nil
+				}
+			}
+		}
 		files = append(files, f)
 		return nil
 	})
-	return files, err
+	return files, left, err
 }
 
 // treeBuilder turns a sorted list of files into tree objects. When write
@@ -187,7 +216,7 @@ func (s *Store) objectPath(h plumbing.Hash) string {
 }
 
 func (b *treeBuilder) blob(f file) error {
-	if !b.write {
+	if !b.write || f.kept {
 		return nil
 	}
 	obj := b.s.storage.NewEncodedObject()
@@ -298,6 +327,65 @@ func (s *Store) Commit(msg string) (string, error) {
 	return s.commit(msg)
 }
 
+// LeftOut is a file of the work tree that CommitChecked left out of its
+// commit.
+type LeftOut struct {
+	Path string // slash-separated, relative to the work tree
+	// Err says why: an *atomicfile.RefusedError for an entry gitstore
+	// does not version (a symbolic link, a named pipe, a socket, a
+	// device, a file over Options.MaxFileSize), or what check returned.
+	Err error
+}
+
+// LeftOutError is CommitChecked's error when it left files out of its
+// commit: the rest was committed (Commit; "" when nothing else changed),
+// and each of Files is as the commit before had it (or not in the commit,
+// when that one had no such file).
+type LeftOutError struct {
+	Commit string    // the commit of the rest; "" when nothing else changed
+	Files  []LeftOut // what was left out, in the order a walk of the work tree meets it
+}
+
+// Error names the files left out and why.
+func (e *LeftOutError) Error() string {
+	parts := make([]string, len(e.Files))
+	for i, f := range e.Files {
+		parts[i] = f.Path + " (" + f.Err.Error() + ")"
+	}
+	return fmt.Sprintf("gitstore: left out of the commit: %s", strings.Join(parts, "; "))
+}
+
+// Unwrap returns each file's reason.
+func (e *LeftOutError) Unwrap() []error {
+	errs := make([]error, len(e.Files))
+	for i, f := range e.Files {
+		errs[i] = f.Err
+	}
+	return errs
+}
+
+// CommitChecked is Commit for a work tree that may hold what should not be
+// committed: instead of failing the whole commit, it leaves out each
+// entry Commit refuses (a symbolic link, a named pipe, a socket, a device,
+// a file over Options.MaxFileSize) and each changed file whose bytes check
+// refuses (check may be nil), commits the rest, and returns its hash with
+// a *LeftOutError naming what it left out. A file left out stays as the
+// last commit has it. check is called with the path, slash-separated and
+// relative to the work tree, and the file's bytes, for each file that
+// differs from the last commit.
+func (s *Store) CommitChecked(msg string, check func(path string, data []byte) error) (string, error) {
+	if check == nil {
+		check = func(string, []byte) error { return nil }
+	}
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	if err := s.lockSettled(); err != nil {
+		return "", err
+	}
+	defer s.mu.Unlock()
+	return s.commitLeaving(msg, check)
+}
+
 // settle applies the commits staged and flushes the journal, for a method
 // that writes the repository itself. The caller holds flushMu.
 func (s *Store) settle() error {
@@ -338,6 +426,12 @@ func (s *Store) lockSettled() error {
 
 // commit is Commit, for a caller that holds s.mu and has settled.
 func (s *Store) commit(msg string) (string, error) {
+	return s.commitLeaving(msg, nil)
+}
+
+// commitLeaving is CommitChecked (Commit when check is nil), for a caller
+// that holds s.mu and has settled.
+func (s *Store) commitLeaving(msg string, check func(path string, data []byte) error) (string, error) {
 	if err := s.writable("commit"); err != nil {
 		return "", err
 	}
@@ -345,10 +439,68 @@ func (s *Store) commit(msg string) (string, error) {
 		return "", fmt.Errorf("gitstore: commit in %s: %w", s.dir, err)
 	}
 	b := &treeBuilder{s: s, write: true}
-	treeHash, files, err := s.tree(b)
+	files, left, err := s.scanLeaving(check)
+	if err == nil && len(left) > 0 {
+		files, err = s.keepLeft(files, left)
+	}
+	var treeHash plumbing.Hash
+	if err == nil {
+		sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
+		treeHash, err = b.build(files, "")
+	}
 	if err != nil {
 		return "", fmt.Errorf("gitstore: commit in %s: %w", s.dir, err)
 	}
+	hash, err := s.commitTree(b, msg, treeHash, files)
+	if err == nil && len(left) > 0 {
+		err = &LeftOutError{Commit: hash, Files: left}
+	}
+	return hash, err
+}
+
+// keepLeft adds to files the last commit's entry of each path left out,
+// where it has one.
+func (s *Store) keepLeft(files []file, left []LeftOut) ([]file, error) {
+	parent, err := s.headCommit()
+	if err != nil || parent == nil {
+		return files, err
+	}
+	tree, err := parent.Tree()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range left {
+		e, err := tree.FindEntry(l.Path)
+		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Mode != filemode.Dir {
+			files = append(files, file{path: l.Path, mode: e.Mode, hash: e.Hash, kept: true})
+			continue
+		}
+		// A directory of the commit where the work tree has, say, a
+		// link: its files stay.
+		sub, err := tree.Tree(l.Path)
+		if err != nil {
+			return nil, err
+		}
+		err = sub.Files().ForEach(func(f *object.File) error {
+			files = append(files, file{path: l.Path + "/" + f.Name, mode: f.Mode, hash: f.Hash, kept: true})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// commitTree makes the commit of treeHash, whose files are files, on HEAD:
+// the rest of commitLeaving.
+func (s *Store) commitTree(b *treeBuilder, msg string, treeHash plumbing.Hash, files []file) (string, error) {
 	parent, err := s.headCommit()
 	if err != nil {
 		return "", err
@@ -387,8 +539,13 @@ func (s *Store) commit(msg string) (string, error) {
 	}
 	s.setHead(h)
 	s.followDisk()
+	old := s.index
 	s.index = make(map[string]*index.Entry, len(files))
 	for _, f := range files {
+		if e, ok := old[f.path]; f.kept && ok && e.Hash == f.hash {
+			s.index[f.path] = e // its stat data still describes the version committed
+			continue
+		}
 		s.index[f.path] = indexEntry(f)
 	}
 	if err := s.writeCaches(h, s.indexSnapshot()); err != nil {

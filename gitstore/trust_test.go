@@ -299,3 +299,74 @@ func TestSafePath(t *testing.T) {
 		assert.Equal(t, want, gitstore.SafePath(p), "%q", p)
 	}
 }
+
+// TestCommitCheckedLeavesOut: CommitChecked commits the hand edits it can
+// and leaves out, each as the last commit had it, what Commit refuses (a
+// link to a file, a link where a directory was, a fifo, a file over
+// MaxFileSize) and a changed file check refuses; its error is a
+// *LeftOutError naming each, with the commit of the rest. A file check
+// refuses that did not change since the last commit is not checked.
+func TestCommitCheckedLeavesOut(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "id_ed25519")
+	require.NoError(t, os.WriteFile(outside, []byte(secret), 0o600))
+	dir := t.TempDir()
+	s, err := gitstore.Init(dir, &gitstore.Options{MaxFileSize: 100})
+	require.NoError(t, err)
+	defer s.Close()
+	write(t, dir, "a.yaml", "a: 1\n")
+	write(t, dir, "old-bad.yaml", "bad, but committed before\n")
+	write(t, dir, "d/x.yaml", "x: 1\n")
+	write(t, dir, "big.yaml", "b: 1\n")
+	_, err = s.Commit("one")
+	require.NoError(t, err)
+
+	write(t, dir, "a.yaml", "bad: edit\n")
+	write(t, dir, "new.yaml", "new: 1\n")
+	write(t, dir, "new-bad.yaml", "bad: new\n")
+	write(t, dir, "big.yaml", strings.Repeat("#", 101))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link.yaml")))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "d")))
+	require.NoError(t, os.Symlink(filepath.Dir(outside), filepath.Join(dir, "d")))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o600))
+
+	var checked []string
+	check := func(path string, data []byte) error {
+		checked = append(checked, path)
+		if strings.HasPrefix(string(data), "bad") {
+			return errors.New("refused by check")
+		}
+		return nil
+	}
+	var hash string
+	err = within(t, func() error { var err error; hash, err = s.CommitChecked("hand edits", check); return err })
+	var le *gitstore.LeftOutError
+	require.ErrorAs(t, err, &le)
+	require.NotEmpty(t, hash, "the rest is committed")
+	assert.Equal(t, hash, le.Commit)
+	why := map[string]string{}
+	for _, f := range le.Files {
+		why[f.Path] = f.Err.Error()
+	}
+	assert.Len(t, why, 6, "%v", why)
+	for _, p := range []string{"a.yaml", "new-bad.yaml"} {
+		assert.Equal(t, "refused by check", why[p], p)
+	}
+	for _, p := range []string{"link.yaml", "d", "pipe.yaml", "big.yaml"} {
+		assert.Contains(t, why[p], filepath.Join(dir, p), p)
+	}
+	assert.ElementsMatch(t, []string{"a.yaml", "new.yaml", "new-bad.yaml"}, checked, "only the files that changed are checked")
+	assert.NotContains(t, err.Error(), "PRIVATE KEY")
+
+	tree := git(t, dir, "ls-tree", "-r", "--name-only", "HEAD")
+	assert.Equal(t, "a.yaml\nbig.yaml\nd/x.yaml\nnew.yaml\nold-bad.yaml\n", tree)
+	for p, want := range map[string]string{"a.yaml": "a: 1\n", "big.yaml": "b: 1\n", "d/x.yaml": "x: 1\n", "new.yaml": "new: 1\n"} {
+		assert.Equal(t, want, git(t, dir, "show", "HEAD:"+p), p)
+	}
+	git(t, dir, "fsck", "--full", "--strict")
+
+	// Nothing else to commit: no commit, the same files left out.
+	again, err := s.CommitChecked("again", check)
+	require.ErrorAs(t, err, &le)
+	assert.Empty(t, again)
+	assert.Len(t, le.Files, 6)
+}
