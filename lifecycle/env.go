@@ -433,6 +433,15 @@ func (e *Env) failed(msg string, files []string, fate string, err error) error {
 // edits made by hand while the server runs, and returns the new hash or ""
 // when there was nothing to commit. It waits for the transaction whose
 // function runs, and applies those waiting first.
+//
+// What the next start would not keep is not committed: an entry that is
+// not a regular file (a symbolic link, a named pipe), a file over
+// MaxFileSize, and a changed file that recovery.CheckConfig refuses (a
+// *.yaml that does not parse, content Validate refuses). Each stays as
+// the last commit has it, the rest is committed, and Commit returns the
+// new hash with an error matching *gitstore.LeftOutError (errors.As) that
+// names them; the next start moves them to backups/, as `mcpkeep doctor
+// --fix` does.
 func (e *Env) Commit(msg string) (string, error) {
 	return e.commitWithin(context.Background(), msg)
 }
@@ -448,13 +457,13 @@ func (e *Env) commitWithin(ctx context.Context, msg string) (string, error) {
 		return "", err
 	}
 	hash, err := e.commit(ctx, msg)
-	if err != nil {
+	if hash == "" && err != nil {
 		return "", err
 	}
 	if err := e.beforeAck(ctx, msg, hash); err != nil {
 		return "", err
 	}
-	return hash, nil
+	return hash, err // err: what was left out
 }
 
 // commit is Commit, waiting for the transactions' turn until ctx ends.
@@ -463,7 +472,14 @@ func (e *Env) commit(ctx context.Context, msg string) (string, error) {
 		return "", err
 	}
 	defer func() { <-e.turn }()
-	hash, err := e.Store.Commit(msg)
+	hash, err := e.Store.CommitChecked(msg, func(rel string, data []byte) error {
+		return recovery.CheckConfig(rel, data, e.Validate)
+	})
+	var left *gitstore.LeftOutError
+	if errors.As(err, &left) {
+		return hash, fmt.Errorf("lifecycle: Commit(%q) left out what the next start would not keep, which stays as the last commit has it "+
+			"(the next start, or mcpkeep doctor --fix, moves it to backups/): %w", msg, err)
+	}
 	if err != nil {
 		return "", withRemedy(e.closed(func() string { return fmt.Sprintf("Commit(%q)", msg) }, err), e.Home)
 	}

@@ -321,6 +321,15 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	cctx, ccancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
 	hash, cerr := env.commitWithin(cctx, "shutdown: commit uncommitted changes")
 	ccancel()
+	var left *gitstore.LeftOutError
+	if errors.As(cerr, &left) {
+		// Not the stop's failure: the rest is committed, and the next
+		// start deals with these as it deals with any it finds.
+		for _, f := range left.Files {
+			log.Warn("left out of the shutdown commit: the next start moves it to backups/", "path", f.Path, "why", f.Err)
+		}
+		cerr = nil
+	}
 	if errors.Is(cerr, ErrNotActive) {
 		log.Info("not the active writer: changes made by hand, if any, are left for the next start to commit", "err", cerr)
 	} else if errors.Is(cerr, context.DeadlineExceeded) {
