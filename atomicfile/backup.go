@@ -77,6 +77,13 @@ func CopyNew(path string, data []byte, perm fs.FileMode) (string, error) {
 // file of config.yaml is .config.yaml.mcpkeep-tmp<random digits>.
 const tempMarker = ".mcpkeep-tmp"
 
+// MaxName is the longest base name, in bytes, of a file this package
+// writes: 255, the longest name the file systems of Linux and macOS take
+// (NAME_MAX), less what the name of its temporary file adds ("." before
+// it, tempMarker and up to 19 random digits after). A longer name fails at
+// the temporary file's creation (ENAMETOOLONG).
+const MaxName = 255 - len(".") - len(tempMarker) - 19
+
 // tempName matches the names of the temporary files WriteFile, WriteFiles,
 // Backup and CopyNew create: "." + the target's base name + tempMarker + a
 // random non-negative int64.
