@@ -60,7 +60,12 @@ type txWrite struct {
 // ReadFile returns the bytes of the config file at p. A missing file (or
 // one the transaction removed) gives an error matching fs.ErrNotExist.
 func (tx *Tx) ReadFile(p string) ([]byte, error) {
-	rel, err := tx.check("ReadFile", p)
+	return tx.read("ReadFile", p)
+}
+
+// read is ReadFile, its errors naming the Tx method op.
+func (tx *Tx) read(op, p string) ([]byte, error) {
+	rel, err := tx.check(op, p)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +80,9 @@ func (tx *Tx) ReadFile(p string) ([]byte, error) {
 			return nil, &fs.PathError{Op: "read", Path: tx.env.abs(rel), Err: fs.ErrNotExist}
 		}
 		return slices.Clone(data), nil
+	}
+	if fi, err := os.Lstat(tx.env.abs(rel)); err == nil && fi.IsDir() {
+		return nil, &PathError{Op: op, Path: p, Reason: "it is a directory; name a file in it (tx.List lists them)"}
 	}
 	// As Env.Reader reads: no link followed below ConfigDir, regular
 	// files only, at most MaxFileSize bytes.
@@ -179,7 +187,7 @@ func (tx *Tx) Remove(p string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ReadFile(rel); err != nil {
+	if _, err := tx.read("Remove", rel); err != nil {
 		return err
 	}
 	tx.writes[rel] = &txWrite{removed: true}
@@ -192,7 +200,7 @@ func (tx *Tx) Remove(p string) error {
 // fs.ErrNotExist, as ReadFile does, and leaves v as it was: test it with
 // errors.Is to start from defaults.
 func (tx *Tx) ReadYAML(p string, v any) error {
-	data, err := tx.ReadFile(p)
+	data, err := tx.read("ReadYAML", p)
 	if err != nil {
 		return err
 	}
@@ -202,7 +210,7 @@ func (tx *Tx) ReadYAML(p string, v any) error {
 // ReadYAMLStrict is ReadYAML, but an unknown field is a
 // *atomicfile.CorruptError.
 func (tx *Tx) ReadYAMLStrict(p string, v any) error {
-	data, err := tx.ReadFile(p)
+	data, err := tx.read("ReadYAMLStrict", p)
 	if err != nil {
 		return err
 	}
@@ -217,7 +225,7 @@ func (tx *Tx) WriteYAML(p string, v any) error {
 	}
 	data, err := atomicfile.EncodeYAML(p, v) // read back as YAML: it parses
 	if err != nil {
-		return err
+		return fmt.Errorf("lifecycle: tx.WriteYAML(%q): nothing was written: %w", p, err)
 	}
 	return tx.write("WriteYAML", p, data, ".yaml")
 }
@@ -225,7 +233,7 @@ func (tx *Tx) WriteYAML(p string, v any) error {
 // ReadJSON decodes the JSON config file at p into v, as
 // atomicfile.ReadJSON does.
 func (tx *Tx) ReadJSON(p string, v any) error {
-	data, err := tx.ReadFile(p)
+	data, err := tx.read("ReadJSON", p)
 	if err != nil {
 		return err
 	}
@@ -235,7 +243,7 @@ func (tx *Tx) ReadJSON(p string, v any) error {
 // ReadJSONStrict is ReadJSON, but an unknown field is a
 // *atomicfile.CorruptError.
 func (tx *Tx) ReadJSONStrict(p string, v any) error {
-	data, err := tx.ReadFile(p)
+	data, err := tx.read("ReadJSONStrict", p)
 	if err != nil {
 		return err
 	}
@@ -250,7 +258,7 @@ func (tx *Tx) WriteJSON(p string, v any) error {
 	}
 	data, err := atomicfile.EncodeJSON(p, v) // encoding/json's output parses
 	if err != nil {
-		return err
+		return fmt.Errorf("lifecycle: tx.WriteJSON(%q): nothing was written: %w", p, err)
 	}
 	return tx.write("WriteJSON", p, data, ".json")
 }
@@ -343,8 +351,10 @@ func (tx *Tx) checkPlace(op, p, rel string) error {
 // badPath says why p names no config file, or is "".
 func badPath(p string) string {
 	switch {
-	case p == "" || p == ".":
+	case p == "":
 		return "the path is empty; name a file relative to ConfigDir, such as \"settings.yaml\""
+	case p == ".":
+		return "the path names ConfigDir itself; name a file in it, such as \"settings.yaml\""
 	case strings.ContainsRune(p, 0):
 		return "the path holds a NUL byte"
 	case path.IsAbs(p) || filepath.IsAbs(p):
@@ -366,6 +376,9 @@ func badPath(p string) string {
 			return "the name is one the toolkit gives copies of .git it sets aside; choose another"
 		case atomicfile.IsTemp(part):
 			return "the name is one of a temporary file of an interrupted write; choose another"
+		case len(part) > atomicfile.MaxName:
+			return fmt.Sprintf("a name in the path is %d bytes, more than the %d a config file's name may have "+
+				"(the file system takes 255, and the name of its temporary file adds the rest)", len(part), atomicfile.MaxName)
 		}
 	}
 	return ""

@@ -130,6 +130,26 @@ func TestUpdateMisuse(t *testing.T) {
 			badPath: true, says: "inside .git"},
 		{name: "a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("d", []byte("x")) },
 			badPath: true, says: "is a directory"},
+		{name: "read a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { _, err := tx.ReadFile("d"); return err },
+			badPath: true, says: `tx.ReadFile("d"): it is a directory; name a file in it`},
+		{name: "remove a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.Remove("d") },
+			badPath: true, says: `tx.Remove("d"): it is a directory; name a file in it`},
+		{name: "YAML of a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { var v any; return tx.ReadYAML("d", &v) },
+			badPath: true, says: `tx.ReadYAML("d"): it is a directory`},
+		{name: "ConfigDir itself", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile(".", []byte("x")) },
+			badPath: true, says: `tx.WriteFile("."): the path names ConfigDir (`},
+		{name: "a name too long", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := tx.WriteFile("a.yaml", []byte("a: 1\n")); err != nil {
+				return err
+			}
+			return tx.WriteFile("d/"+strings.Repeat("n", 300)+".yaml", []byte("n: 1\n"))
+		}, badPath: true, says: "a name in the path is 305 bytes, more than the 223 a config file's name may have"},
+		{name: "the longest name", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := writeA("1")(tx); err != nil {
+				return err
+			}
+			return tx.WriteFile("d/"+strings.Repeat("n", atomicfile.MaxName-5)+".yaml", []byte("n: 1\n"))
+		}, commits: true},
 		{name: "under a file", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("a.yaml/x", []byte("x")) },
 			badPath: true, says: `"a.yaml" is a file`},
 		{name: "under a symlinked directory", msg: "m",
@@ -173,7 +193,9 @@ func TestUpdateMisuse(t *testing.T) {
 			return tx.WriteFile(filepath.Join(configDir, "d", "c.yaml"), []byte("x"))
 		}, badPath: true, says: `), as "d/c.yaml"`},
 		{name: "YAML of a func", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteYAML("m.yaml", func() {}) },
-			says: "cannot marshal type: func()"},
+			says: `lifecycle: tx.WriteYAML("m.yaml"): nothing was written: encode m.yaml: cannot marshal type: func()`},
+		{name: "JSON of a channel", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteJSON("m.json", make(chan int)) },
+			says: `lifecycle: tx.WriteJSON("m.json"): nothing was written: encode m.json: json: unsupported type: chan int`},
 		{name: "YAML that does not parse", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("bad.yaml", []byte("a: [\n")) },
 			corrupt: true, says: `lifecycle: tx.WriteFile("bad.yaml"): bad.yaml:1: corrupt: yaml: line 1: did not find expected node content ` +
 				`(nothing was written: give content that parses as YAML; the next start would quarantine this file as corrupt)`},
