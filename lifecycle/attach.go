@@ -48,7 +48,8 @@ func (h *Harness) attach(ctx context.Context, locked error) error {
 		return err
 	}
 	fwd := attach.NewForwarder(client, attach.ForwarderOptions{
-		Check:        fmt.Sprintf("the history of the server's config (its history tool, or `mcpkeep history --home %s`)", o.Home),
+		Check: fmt.Sprintf("the history of the home's config (`git -C %s log`, or `mcpkeep history --home %s`)",
+			filepath.Join(o.Home, "config"), o.Home),
 		DrainTimeout: o.ShutdownTimeout,
 		Logger:       log,
 	})
