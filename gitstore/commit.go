@@ -158,7 +158,7 @@ func (b *treeBuilder) flush() error {
 	objects := filepath.Join(b.s.gitDir, "objects")
 	made := false // a fan-out directory, whose entry in objects/ is not durable yet
 	for i := range b.pending {
-		err := os.Mkdir(filepath.Dir(b.pending[i].Path), 0o755)
+		err := os.Mkdir(filepath.Dir(b.pending[i].Path), dirPerm)
 		switch {
 		case err == nil:
 			made = true

@@ -29,8 +29,11 @@
 // empty or garbage ref (from the stamp), an unreadable or stale index
 // (rebuilt from HEAD) and, when the caller holds the home lock, the
 // temporary files of interrupted writes, stale *.lock files, the index of
-// a pack a kill left without its pack, and a .git/config that does not
-// parse (rewritten, its bytes kept beside it). An Apply or Commit that
+// a pack a kill left without its pack, a .git/config that does not parse
+// (rewritten, its bytes kept beside it), and the directories .git/objects,
+// .git/refs and those in them that Init made, when other users may write
+// in them (made 0700; Init made them 0777 before). Every directory gitstore
+// makes in .git is 0700, as .git is. An Apply or Commit that
 // returned survives kill -9 and a power cut. History is never rewritten:
 // Rollback makes a new commit.
 //
@@ -135,6 +138,10 @@ const DefaultPackThreshold = 2000
 const (
 	defaultBranch = "main"
 	stampFile     = "mcpkeep-head" // inside .git: the last commit, written after the ref
+
+	// dirPerm is the mode of every directory made inside .git, as .git
+	// itself is: the repository is its one writer's alone.
+	dirPerm = 0o700
 )
 
 // Store is one config directory and its repository.
@@ -235,7 +242,7 @@ func Init(dir string, opts *Options) (*Store, error) {
 	}
 	gitDir := filepath.Join(abs, ".git")
 	if _, err := os.Stat(filepath.Join(gitDir, "config")); errors.Is(err, fs.ErrNotExist) {
-		if err := atomicfile.MkdirAll(gitDir, 0o700); err != nil {
+		if err := atomicfile.MkdirAll(gitDir, dirPerm); err != nil {
 			return nil, err
 		}
 		st := newStorage(gitDir)
@@ -328,6 +335,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if err := s.cleanTemps(found.temps); err != nil {
 			return nil, err
 		}
+		s.privateDirs()
 	}
 	if o.HoldsLock {
 		if err := s.cleanLocks(found.locks); err != nil {
@@ -584,6 +592,35 @@ func (s *Store) cleanTemps(temps []string) error {
 	return nil
 }
 
+// initDirs are the directories go-git's Init makes inside .git.
+var initDirs = []string{"objects", "objects/info", "objects/pack", "refs", "refs/heads", "refs/tags"}
+
+// privateDirs makes those of initDirs that other users may write in 0700,
+// as Init makes them now: until syncFS.MkdirAll gave them dirPerm, Init
+// made them 0777. It checks no other directory: it runs at every Open and
+// costs a stat each, and gitstore made no other directory writable. A
+// chmod that fails (a directory of another user's) is logged, not
+// returned: the repository is as usable as it was, and .git, 0700, kept
+// other users out.
+func (s *Store) privateDirs() {
+	var made []string
+	for _, d := range initDirs {
+		p := filepath.Join(s.gitDir, filepath.FromSlash(d))
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 == 0 {
+			continue // missing ones are made when needed, 0700
+		}
+		if err := s.write(func() error { return os.Chmod(p, dirPerm) }); err != nil {
+			s.log.Warn("gitstore: other users may write in a directory of the repository", "dir", p, "mode", fi.Mode().Perm(), "err", err)
+			continue
+		}
+		made = append(made, s.rel(p))
+	}
+	if len(made) > 0 {
+		s.repaired("restored mode 0700 of %s, which other users could write in", strings.Join(made, ", "))
+	}
+}
+
 // cleanLocks removes *.lock files: with the home lock held, no git writer
 // runs, so they are stale.
 func (s *Store) cleanLocks(locks []string) error {
@@ -758,7 +795,7 @@ func (s *Store) repairRefTo(h plumbing.Hash) error {
 // of after in the same atomicfile.WriteFiles.
 func (s *Store) writeRef(name string, h plumbing.Hash, after ...atomicfile.File) error {
 	path := filepath.Join(s.gitDir, filepath.FromSlash(name))
-	if err := atomicfile.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
 		return err
 	}
 	ref := atomicfile.File{Path: path, Data: []byte(h.String() + "\n"), Perm: 0o644}

@@ -141,7 +141,7 @@ func (s *Store) writeMemPack(objs []plumbing.EncodedObject) error {
 // there holds the same objects and is kept.
 func writePackFiles(gitDir string, name plumbing.Hash, pack, idx []byte) error {
 	dir := filepath.Join(gitDir, "objects", "pack")
-	if err := atomicfile.MkdirAll(dir, 0o755); err != nil {
+	if err := atomicfile.MkdirAll(dir, dirPerm); err != nil {
 		return err
 	}
 	base := filepath.Join(dir, "pack-"+name.String())

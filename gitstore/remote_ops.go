@@ -258,7 +258,7 @@ func (s *Store) writeTracking(name plumbing.ReferenceName, h plumbing.Hash) erro
 	if cur, err := os.ReadFile(path); err == nil && string(cur) == h.String()+"\n" {
 		return nil
 	}
-	if err := atomicfile.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := atomicfile.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(path, []byte(h.String()+"\n"), 0o644)

@@ -123,7 +123,7 @@ func (f *memFile) Unlock() error { return nil }
 // TempFile creates a temporary file that is fsynced when closed; its
 // directory is not: it is renamed or removed.
 func (s syncFS) TempFile(dir, prefix string) (billy.File, error) {
-	if err := s.MkdirAll(dir, 0o755); err != nil {
+	if err := s.MkdirAll(dir, dirPerm); err != nil {
 		return nil, err
 	}
 	f, err := s.Filesystem.TempFile(dir, prefix)
@@ -137,7 +137,7 @@ func (s syncFS) TempFile(dir, prefix string) (billy.File, error) {
 // and fsyncs to's directory.
 func (s syncFS) Rename(from, to string) error {
 	dir := path.Dir(filepath.ToSlash(to))
-	if err := s.MkdirAll(dir, 0o755); err != nil {
+	if err := s.MkdirAll(dir, dirPerm); err != nil {
 		return err
 	}
 	if err := s.Filesystem.Rename(from, to); err != nil {
@@ -146,8 +146,13 @@ func (s syncFS) Rename(from, to string) error {
 	return atomicfile.SyncDir(s.abs(dir))
 }
 
-func (s syncFS) MkdirAll(name string, perm os.FileMode) error {
-	return atomicfile.MkdirAll(s.abs(name), perm)
+// MkdirAll creates name and its missing parents durably, 0700 whatever
+// perm asks: go-git asks for os.ModePerm (0777), counting on the umask to
+// take bits away, but atomicfile.MkdirAll gives a directory its perm
+// exactly, umask or not, so go-git's objects, refs and their info, pack,
+// heads and tags were made writable by every user.
+func (s syncFS) MkdirAll(name string, _ os.FileMode) error {
+	return atomicfile.MkdirAll(s.abs(name), dirPerm)
 }
 
 func (s syncFS) Chroot(p string) (billy.Filesystem, error) {

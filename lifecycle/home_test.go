@@ -2,9 +2,12 @@ package lifecycle_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -186,4 +189,36 @@ func TestRunClearsADeadServersToken(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &kept))
 	assert.Equal(t, stale.PID, kept.PID, "the rest is kept")
 	assert.Equal(t, "notes", kept.Name)
+}
+
+// TestHomeNothingWritableByOthers: with the usual umask of 022, nothing in
+// a home is writable by another user, while its server runs (the state
+// file, the socket, the lock) and once it has stopped. The config
+// repository's .git/objects and .git/refs were 0777.
+func TestHomeNothingWritableByOthers(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	opts := options(t)
+	writable := func() []string {
+		var found []string
+		err := filepath.WalkDir(opts.Home, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if fi.Mode().Perm()&0o022 != 0 {
+				found = append(found, fmt.Sprintf("%s %v", p, fi.Mode()))
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		return found
+	}
+	r := run(t, opts)
+	assert.Empty(t, writable(), "while the server runs")
+	require.NoError(t, r.stop(t))
+	assert.Empty(t, writable(), "after it stopped")
 }
