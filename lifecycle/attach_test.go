@@ -88,6 +88,51 @@ func TestRunTakesOver(t *testing.T) {
 	l.Unlock()
 }
 
+// TestRunSocketOutsideHome: a home whose path is too long for a socket
+// address has its socket in $XDG_RUNTIME_DIR/mcpkeep-<uid>, which the state
+// file names and a later Run attaches through. That directory is shared
+// by every such home of the user: a writer that goes removes its socket
+// and leaves the directory, where another home's writer may be about to
+// bind, and which another user could take for their own if it went.
+func TestRunSocketOutsideHome(t *testing.T) {
+	runtime := t.TempDir()
+	if len(runtime) > 60 {
+		t.Skipf("the temp directory %s leaves no room for a socket path", runtime)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	dir := filepath.Join(runtime, "mcpkeep-"+strconv.Itoa(os.Getuid()))
+	longHome := func() lifecycle.Options {
+		opts := options(t)
+		opts.Home = filepath.Join(t.TempDir(), strings.Repeat("h", 100))
+		return opts
+	}
+
+	a := run(t, longHome())
+	attached := run(t, a.opts)
+	assert.True(t, mcptest.Call[lifecycle.Route](t, attached.client, "route", nil).Attached)
+	sockA := a.state(t).Socket
+	assert.Equal(t, dir, filepath.Dir(sockA), "the state file names the socket outside the home")
+	b := run(t, longHome())
+	sockB := b.state(t).Socket
+	assert.Equal(t, dir, filepath.Dir(sockB))
+	assert.NotEqual(t, sockA, sockB, "each home its own socket")
+
+	require.NoError(t, attached.stop(t))
+	require.NoError(t, a.stop(t))
+	assert.NoFileExists(t, sockA, "the writer removed its socket")
+	fi, err := os.Stat(dir)
+	require.NoError(t, err, "and left the directory")
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	other := run(t, b.opts)
+	assert.True(t, mcptest.Call[lifecycle.Route](t, other.client, "route", nil).Attached, "the other home's writer still takes attached clients")
+
+	require.NoError(t, other.stop(t))
+	require.NoError(t, b.stop(t))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err, "the directory stays once every writer has gone")
+	assert.Empty(t, entries, "and holds nothing")
+}
+
 // TestRunExclusiveWriter: a writer that runs Exclusive takes no attached
 // clients: a later Run on its home returns the *LockedError, saying so.
 func TestRunExclusiveWriter(t *testing.T) {

@@ -28,9 +28,10 @@ const RuntimeDirEnv = "XDG_RUNTIME_DIR"
 // temporary name it is bound under, fit in a socket address (sun_path:
 // 108 bytes on Linux, 104 on macOS, the last one a NUL), else a short name
 // derived from home in a directory of this user's, mcpkeep-<uid>, under
-// $XDG_RUNTIME_DIR or the temp directory. The writer names the path it
-// bound in its state file, since the environment of two processes may
-// differ; Path is what both compute without one.
+// $XDG_RUNTIME_DIR or the temp directory. That directory is shared by
+// every such home of the user and is never removed (see Unlisten). The
+// writer names the path it bound in its state file, since the environment
+// of two processes may differ; Path is what both compute without one.
 func Path(home string) string {
 	p := filepath.Join(home, SocketName)
 	if fits(p) {
@@ -111,7 +112,14 @@ func Listen(path string) (*net.UnixListener, error) {
 
 // Unlisten closes ln and removes path, the socket Listen bound there, if
 // it is still ln's: the caller holds the home's lock, so no other writer
-// has bound path since.
+// has bound path since. It leaves the socket's directory, as tmux leaves
+// /tmp/tmux-<uid>. Outside the home, that directory is shared by every
+// home of the user whose path is too long: removing it once empty would
+// race with another home's writer between Listen's mkdir and its bind,
+// and would free its fixed name in the temp directory for another user to
+// make first, after which Listen refuses it and no process can attach.
+// What stays is one empty 0700 directory, emptied with $XDG_RUNTIME_DIR
+// at logout, or with the temp directory.
 func Unlisten(ln *net.UnixListener, path string) error {
 	err := ln.Close()
 	if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
