@@ -29,20 +29,34 @@ type serverOut struct {
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
 	PID     int    `json:"pid"`
-	Alive   bool   `json:"alive"`
-	Status  string `json:"status"`
-	Stdio   bool   `json:"stdio"`
-	URL     string `json:"url,omitempty"`
+	// Alive reports whether the server runs. A state file whose server
+	// is not running is stale: what it recorded as the server ran is in
+	// Stale, none of it in the fields of recordOut.
+	Alive     bool      `json:"alive"`
+	Status    string    `json:"status"`
+	Stdio     bool      `json:"stdio"`
+	URL       string    `json:"url,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	Home      string    `json:"home,omitempty"`
+	Socket    string    `json:"socket,omitempty"` // where launches on the home attach
+	recordOut
+	// Stale is what the state file of a server that is not running last
+	// recorded (the server died without cleaning up): its last health
+	// check, clients, counts and role, none of them live. Absent for a
+	// running server.
+	Stale *recordOut `json:"stale,omitempty"`
+}
+
+// recordOut is what a server records of itself as it runs, in its state
+// file: live for a running server, the last record for a dead one.
+type recordOut struct {
 	// HTTPSessions and HTTPConnections are the HTTP endpoint's live
 	// sessions and open connections as of the last health check
 	// (Health.CheckedAt), up to a health interval old; /healthz has
 	// them live.
 	HTTPSessions    *int              `json:"http_sessions,omitempty"`
 	HTTPConnections *int              `json:"http_connections,omitempty"`
-	StartedAt       time.Time         `json:"started_at"`
 	Health          *statefile.Health `json:"health,omitempty"`
-	Home            string            `json:"home,omitempty"`
-	Socket          string            `json:"socket,omitempty"` // where launches on the home attach
 	// Client is the server's own client, on its stdio: absent until it
 	// has initialized, and for a server without stdio or one of a build
 	// that does not record it.
@@ -97,19 +111,26 @@ type statusOut struct {
 	Problems []string               `json:"problems,omitempty"`
 }
 
+// toServer converts a state file for output: what it records of the
+// server as it runs is live for a running server, and Stale for a dead one.
 func toServer(s *statefile.State) *serverOut {
 	out := &serverOut{Name: s.Name, Version: s.Version, PID: s.PID, Alive: s.Alive(), Status: s.Status,
-		Stdio: s.Stdio, StartedAt: s.StartedAt, Health: s.Health, Home: s.Home, Socket: s.Socket, Attached: len(s.Sessions),
-		Cluster: s.Cluster}
+		Stdio: s.Stdio, StartedAt: s.StartedAt, Home: s.Home, Socket: s.Socket}
+	rec := recordOut{Health: s.Health, Attached: len(s.Sessions), Cluster: s.Cluster}
 	if s.HTTP != nil {
 		out.URL = s.HTTP.URL
-		out.HTTPSessions, out.HTTPConnections = &s.HTTP.Sessions, &s.HTTP.Connections
+		rec.HTTPSessions, rec.HTTPConnections = &s.HTTP.Sessions, &s.HTTP.Connections
 	}
 	if c := s.Client; c != nil {
-		out.Client = &clientOut{Name: c.Name, Version: c.Version, Since: c.Since}
+		rec.Client = &clientOut{Name: c.Name, Version: c.Version, Since: c.Since}
 	}
 	for _, a := range s.Sessions {
-		out.Sessions = append(out.Sessions, sessionOut{PID: a.PID, Client: a.Client, ClientVersion: a.ClientVersion, Since: a.Since})
+		rec.Sessions = append(rec.Sessions, sessionOut{PID: a.PID, Client: a.Client, ClientVersion: a.ClientVersion, Since: a.Since})
+	}
+	if out.Alive {
+		out.recordOut = rec
+	} else {
+		out.Stale = &rec
 	}
 	return out
 }
@@ -149,6 +170,11 @@ func (c *cli) status(ctx context.Context, args []string) error {
 			for _, p := range h.Problems {
 				out.Problems = append(out.Problems, "health check: "+flat(p))
 			}
+		}
+		if !out.Server.Alive {
+			out.Problems = append(out.Problems, fmt.Sprintf("the server the state file names, pid %d, is not running: "+
+				"it died without cleaning up (the next start, or `mcpkeep doctor --fix`, moves %s to %s/)",
+				s.PID, statefile.FileName, bootstrap.BackupsDir))
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(err))
@@ -228,15 +254,12 @@ func statusText(o statusOut) string {
 			}
 		}
 		b.WriteString("\n")
-		writeRole(&b, s.Cluster)
-		writeSessions(&b, s)
-		switch h := s.Health; {
-		case h == nil:
-			b.WriteString("health:    not checked yet\n")
-		case h.OK:
-			fmt.Fprintf(&b, "health:    ok (checked %s)\n", h.CheckedAt.Local().Format(time.DateTime))
-		default:
-			fmt.Fprintf(&b, "health:    failing (checked %s): %d problem(s)\n", h.CheckedAt.Local().Format(time.DateTime), len(h.Problems))
+		if s.Stale != nil {
+			writeStale(&b, s)
+		} else {
+			writeRole(&b, s.Cluster)
+			writeSessions(&b, s)
+			writeHealth(&b, s.Health)
 		}
 	} else {
 		b.WriteString("server:    none running\n")
@@ -269,9 +292,13 @@ func statusText(o statusOut) string {
 
 // writeRole writes the server's role among hosts, if it has one.
 func writeRole(b *strings.Builder, c *statefile.Cluster) {
-	if c == nil {
-		return
+	if c != nil {
+		fmt.Fprintf(b, "role:      %s\n", roleWords(c))
 	}
+}
+
+// roleWords describes a server's role among hosts.
+func roleWords(c *statefile.Cluster) string {
 	since := c.Since.Local().Format(time.DateTime)
 	other := "no active writer is known"
 	if c.Active != "" {
@@ -282,13 +309,62 @@ func writeRole(b *strings.Builder, c *statefile.Cluster) {
 	}
 	switch c.Role {
 	case statefile.RoleActive:
-		fmt.Fprintf(b, "role:      active writer (term %d) since %s\n", c.Term, since)
+		return fmt.Sprintf("active writer (term %d) since %s", c.Term, since)
 	case statefile.RoleStandby:
-		fmt.Fprintf(b, "role:      standby since %s (refuses MCP requests); %s\n", since, other)
+		return fmt.Sprintf("standby since %s (refuses MCP requests); %s", since, other)
 	case statefile.RoleReadOnly:
-		fmt.Fprintf(b, "role:      read-only since %s: lost the writer's lease (etcd does not answer); serves reads, refuses changes\n", since)
+		return fmt.Sprintf("read-only since %s: lost the writer's lease (etcd does not answer); serves reads, refuses changes", since)
 	default:
-		fmt.Fprintf(b, "role:      %q since %s\n", c.Role, since)
+		return fmt.Sprintf("%q since %s", c.Role, since)
+	}
+}
+
+// writeHealth writes a running server's last health check.
+func writeHealth(b *strings.Builder, h *statefile.Health) {
+	switch {
+	case h == nil:
+		b.WriteString("health:    not checked yet\n")
+	case h.OK:
+		fmt.Fprintf(b, "health:    ok (checked %s)\n", h.CheckedAt.Local().Format(time.DateTime))
+	default:
+		fmt.Fprintf(b, "health:    failing (checked %s): %d problem(s)\n", h.CheckedAt.Local().Format(time.DateTime), len(h.Problems))
+	}
+}
+
+// writeStale writes what the stale state file of a server that is not
+// running recorded as it ran, each line saying that none of it is live:
+// its role, its clients and its last health check.
+func writeStale(b *strings.Builder, s *serverOut) {
+	const file = "the stale state file"
+	r := s.Stale
+	if r.Cluster != nil {
+		fmt.Fprintf(b, "role:      none: the server is not running (%s says: %s)\n", file, roleWords(r.Cluster))
+	}
+	switch c := r.Client; {
+	case c != nil:
+		fmt.Fprintf(b, "client:    none live (%s names %s, stdio, since %s)\n", file, clientWords(c), c.Since.Local().Format(time.DateTime))
+	case s.Stdio:
+		b.WriteString("client:    none live\n")
+	}
+	switch {
+	case s.Socket == "":
+		b.WriteString("attached:  none (the server takes no attached clients)\n")
+	case len(r.Sessions) == 0:
+		b.WriteString("attached:  none live\n")
+	default:
+		fmt.Fprintf(b, "attached:  none live; %s lists %s:\n", file, count(len(r.Sessions), "session"))
+		for _, a := range r.Sessions {
+			fmt.Fprintf(b, "           %s\n", sessionWords(a))
+		}
+	}
+	const dead = "health:    unknown: the server is not running"
+	switch h := r.Health; {
+	case h == nil:
+		fmt.Fprintf(b, "%s (it was never checked)\n", dead)
+	case h.OK:
+		fmt.Fprintf(b, "%s (its last check passed, at %s)\n", dead, h.CheckedAt.Local().Format(time.DateTime))
+	default:
+		fmt.Fprintf(b, "%s (its last check found %s, at %s)\n", dead, count(len(h.Problems), "problem"), h.CheckedAt.Local().Format(time.DateTime))
 	}
 }
 
@@ -305,11 +381,7 @@ func count(n int, what string) string {
 func writeSessions(b *strings.Builder, s *serverOut) {
 	switch c := s.Client; {
 	case c != nil:
-		name := "(not named)"
-		if c.Name != "" {
-			name = strings.TrimSpace(c.Name + " " + c.Version)
-		}
-		fmt.Fprintf(b, "client:    %s (stdio, since %s)\n", name, c.Since.Local().Format(time.DateTime))
+		fmt.Fprintf(b, "client:    %s (stdio, since %s)\n", clientWords(c), c.Since.Local().Format(time.DateTime))
 	case s.Stdio:
 		b.WriteString("client:    stdio, not named yet\n")
 	}
@@ -326,12 +398,26 @@ func writeSessions(b *strings.Builder, s *serverOut) {
 		if i > 0 {
 			label = "           "
 		}
-		client := "(client not named yet)"
-		if a.Client != "" {
-			client = strings.TrimSpace(a.Client + " " + a.ClientVersion)
-		}
-		fmt.Fprintf(b, "%spid %d, %s, since %s\n", label, a.PID, client, a.Since.Local().Format(time.DateTime))
+		fmt.Fprintf(b, "%s%s\n", label, sessionWords(a))
 	}
+}
+
+// clientWords names the server's own client: its name and version.
+func clientWords(c *clientOut) string {
+	if c.Name == "" {
+		return "(not named)"
+	}
+	return strings.TrimSpace(c.Name + " " + c.Version)
+}
+
+// sessionWords describes an attached session: its process, client and
+// since.
+func sessionWords(a sessionOut) string {
+	client := "(client not named yet)"
+	if a.Client != "" {
+		client = strings.TrimSpace(a.Client + " " + a.ClientVersion)
+	}
+	return fmt.Sprintf("pid %d, %s, since %s", a.PID, client, a.Since.Local().Format(time.DateTime))
 }
 
 // fromState converts a server's remote status from its state file.

@@ -616,9 +616,11 @@ func TestLiveServer(t *testing.T) {
 	require.NoError(t, p.Kill())
 	t.Run("stale", func(t *testing.T) {
 		r := mcpkeep(t, "status", "--home", home)
-		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, exitError, r.code, "a dead server's state file is a problem: %s", r.stderr)
 		assert.Contains(t, r.stdout, "lock:      stale, pid "+strconv.Itoa(p.Pid())+" is not running")
 		assert.Contains(t, r.stdout, "not running: stale state file")
+		assert.Contains(t, r.stdout, "health:    unknown: the server is not running (its last check passed, at ")
+		assert.False(t, decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json")).Server.Alive)
 		// doctor calls the lock stale too, and changes nothing.
 		r = mcpkeep(t, "doctor", "--home", home, "--json")
 		assert.Equal(t, exitError, r.code, r.stderr)
@@ -687,4 +689,79 @@ func TestStatusAttached(t *testing.T) {
 	}](t, mcpkeep(t, "servers", "--registry", registry, "--json"))
 	require.Len(t, servers.Servers, 1)
 	assert.Equal(t, 1, servers.Servers[0].Attached)
+}
+
+// TestStatusStaleServer: the state file of a server that is not running
+// (SIGKILLed with its attached processes) is a problem, exit 1; status
+// shows its last health check, clients and role as that file's, not as
+// live, text and JSON.
+func TestStatusStaleServer(t *testing.T) {
+	home := installed(t)
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	pid := dead.Process.Pid
+	checked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	since := checked.Add(time.Minute)
+	st, err := statefile.New("helios", home)
+	require.NoError(t, err)
+	st.PID, st.Version, st.Status, st.Stdio, st.Socket = pid, "1.0", statefile.StatusReady, true, filepath.Join(home, "mcp.sock")
+	st.HTTP = &statefile.HTTP{Port: 1, URL: "http://127.0.0.1:1/mcp", Sessions: 2, Connections: 3}
+	st.Health = &statefile.Health{OK: true, CheckedAt: checked}
+	st.Client = &statefile.Client{Name: "claude-code", Version: "1.2.3", Since: since}
+	st.Sessions = []statefile.Session{{PID: pid, Client: "cursor", ClientVersion: "0.9", Since: since}}
+	st.Cluster = &statefile.Cluster{Role: statefile.RoleActive, Term: 7, Since: since}
+	require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
+	require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(pid)+"\n"), 0o600))
+	problem := fmt.Sprintf("the server the state file names, pid %d, is not running", pid)
+	stderr := fmt.Sprintf("mcpkeep status: 1 problem(s) found in %s, listed in the output\n", home)
+
+	t.Run("text", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", home)
+		assert.Equal(t, exitError, r.code, "a stale state file is no running server")
+		assert.Equal(t, stderr, r.stderr)
+		at := func(tm time.Time) string { return tm.Local().Format(time.DateTime) }
+		for _, want := range []string{
+			fmt.Sprintf("server:    helios 1.0, pid %d, ready (not running: stale state file), started ", pid),
+			"transport: stdio=true socket=" + st.Socket + " http=" + st.HTTP.URL + "\n",
+			"role:      none: the server is not running (the stale state file says: active writer (term 7) since " + at(since) + ")\n",
+			"client:    none live (the stale state file names claude-code 1.2.3, stdio, since " + at(since) + ")\n",
+			"attached:  none live; the stale state file lists 1 session:\n" +
+				fmt.Sprintf("           pid %d, cursor 0.9, since %s\n", pid, at(since)),
+			"health:    unknown: the server is not running (its last check passed, at " + at(checked) + ")\n",
+			"problem:   " + problem,
+		} {
+			assert.Contains(t, r.stdout, want)
+		}
+		assert.NotContains(t, r.stdout, "health:    ok")
+		assert.NotContains(t, r.stdout, "/healthz", "no live counts to point to")
+	})
+	t.Run("json", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", home, "--json")
+		assert.Equal(t, exitError, r.code)
+		assert.Equal(t, stderr, r.stderr)
+		got := decode[statusOut](t, r)
+		require.Len(t, got.Problems, 1)
+		assert.Contains(t, got.Problems[0], problem)
+		s := got.Server
+		require.NotNil(t, s)
+		assert.False(t, s.Alive)
+		assert.Equal(t, pid, s.PID)
+		assert.Nil(t, s.Health, "not the live health")
+		assert.Nil(t, s.Client)
+		assert.Zero(t, s.Attached)
+		assert.Empty(t, s.Sessions, "no stale session listed as live")
+		assert.Nil(t, s.HTTPSessions)
+		assert.Nil(t, s.Cluster)
+		require.NotNil(t, s.Stale, "the state file's last records, as such")
+		assert.Equal(t, st.Health, s.Stale.Health)
+		assert.Equal(t, &clientOut{Name: "claude-code", Version: "1.2.3", Since: since}, s.Stale.Client)
+		assert.Equal(t, 1, s.Stale.Attached)
+		assert.Equal(t, []sessionOut{{PID: pid, Client: "cursor", ClientVersion: "0.9", Since: since}}, s.Stale.Sessions)
+		if assert.NotNil(t, s.Stale.HTTPSessions) && assert.NotNil(t, s.Stale.HTTPConnections) {
+			assert.Equal(t, 2, *s.Stale.HTTPSessions)
+			assert.Equal(t, 3, *s.Stale.HTTPConnections)
+		}
+		assert.Equal(t, st.Cluster, s.Stale.Cluster)
+		assert.Equal(t, &lockOut{PID: pid}, got.Lock)
+	})
 }

@@ -14,14 +14,16 @@
 //
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
 // Exit status: 0 ok, 1 error or, for status and doctor, problems found
-// (listed in the output, which is printed all the same), 2 usage, 3 the
+// (listed in the output, which is printed all the same: for status, the
+// stale state file of a server that is not running is one), 2 usage, 3 the
 // home is in use by a live server (doctor --fix, rollback and sync refuse
 // to write beside it; sync prints the server's own last sync). No command
 // prints a bearer token, nor log lines: what a command repairs on its way,
 // such as a dead server's lock, is part of its output ("note:" lines, or
 // "notes" in JSON), and stderr carries one line, for an error. In status
 // --json, server.http_sessions and server.http_connections are as of
-// server.health.checked_at, the last health check.
+// server.health.checked_at, the last health check; server.alive is false
+// for a stale state file, whose last records are under server.stale.
 //
 // mcpkeep helios is the helios MCP server itself, with helios's flags, its
 // exit statuses and its logs, linked with the etcd client: helios, which
@@ -76,10 +78,14 @@ var usage = func() string {
 	}
 	fmt.Fprintf(&b, "  %-8s %-28s %s\n", "helios", "[helios's flags]", "run the helios MCP server, with etcd (helios runs this for --etcd)")
 	b.WriteString("\nevery command but helios takes --json.\n")
-	b.WriteString("exit status: 0 ok; 1 an error, or problems status or doctor found (and listed);\n")
-	b.WriteString("2 bad usage; 3 the home is in use by a live server (doctor --fix, rollback, sync).\n")
+	b.WriteString(exitText)
 	return b.String()
 }()
+
+// exitText documents the exit statuses, for the usages.
+const exitText = "exit status: 0 ok; 1 an error, or problems status or doctor found (and listed),\n" +
+	"such as the stale state file of a server that is not running; 2 bad usage;\n" +
+	"3 the home is in use by a live server (doctor --fix, rollback, sync).\n"
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "helios" {
@@ -156,7 +162,8 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	jsonUsage := "print JSON"
 	if name == "status" {
 		jsonUsage += "; server.http_sessions and server.http_connections are as of server.health.checked_at, " +
-			"the last health check, up to a health interval old (/healthz has them live)"
+			"the last health check, up to a health interval old (/healthz has them live); server.alive is false " +
+			"for the stale state file of a server that is not running, whose last records are under server.stale"
 	}
 	fs.BoolVar(&c.json, "json", false, jsonUsage)
 	fs.Usage = func() {
@@ -168,6 +175,7 @@ func (c *cli) flags(name string) *flag.FlagSet {
 		}
 		fs.SetOutput(c.stderr)
 		fs.PrintDefaults()
+		fmt.Fprintf(c.stderr, "\n%s", exitText)
 	}
 	return fs
 }

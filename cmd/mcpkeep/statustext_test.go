@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
@@ -30,8 +31,8 @@ func TestStatusTextWords(t *testing.T) {
 			s, c := tc.sessions, tc.connections
 			text := statusText(statusOut{Home: "/h", State: "ready", Installed: true, Boots: tc.sessions, Server: &serverOut{
 				Name: "helios", PID: 1, Alive: true, Status: statefile.StatusReady, Stdio: tc.stdio,
-				URL: "http://127.0.0.1:1/mcp", HTTPSessions: &s, HTTPConnections: &c, Socket: "/h/mcp.sock",
-				Health: &statefile.Health{OK: true, CheckedAt: checked}}})
+				URL: "http://127.0.0.1:1/mcp", Socket: "/h/mcp.sock", recordOut: recordOut{HTTPSessions: &s, HTTPConnections: &c,
+					Health: &statefile.Health{OK: true, CheckedAt: checked}}}})
 			for _, w := range tc.want {
 				assert.Contains(t, text, w)
 			}
@@ -57,9 +58,10 @@ func TestStatusTextClient(t *testing.T) {
 		{"old state file", nil, "client:    stdio, not named yet\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := statefile.State{Schema: 1, Name: "helios", PID: 1, StartTime: 1, Stdio: true, Socket: "/h/mcp.sock",
-				Status: statefile.StatusReady, Client: tc.client,
-				Sessions: []statefile.Session{{PID: 2, Client: "cursor", ClientVersion: "0.9", Since: since}}}
+			st, err := statefile.New("helios", "/h") // this test process: a running server
+			require.NoError(t, err)
+			st.Stdio, st.Socket, st.Status, st.Client = true, "/h/mcp.sock", statefile.StatusReady, tc.client
+			st.Sessions = []statefile.Session{{PID: 2, Client: "cursor", ClientVersion: "0.9", Since: since}}
 			text := statusText(statusOut{Home: "/h", State: "ready", Server: toServer(&st)})
 			assert.Contains(t, text, tc.want)
 			assert.Contains(t, text, "attached:  pid 2, cursor 0.9, since ")
