@@ -229,11 +229,7 @@ func clearDeadWriter(home string, log *slog.Logger) {
 	if _, err := recovery.MoveStaleState(recovery.Options{Home: home, Logger: log}); err != nil {
 		log.Warn("could not move a dead server's state file to backups/", "pid", s.PID, "err", err)
 	}
-	socks := []string{attach.Path(home)}
-	if s.Socket != "" && s.Socket != socks[0] {
-		socks = append(socks, s.Socket)
-	}
-	for _, sock := range socks {
+	for _, sock := range socketPaths(home, s) {
 		removed, err := attach.RemoveStale(sock)
 		switch {
 		case err != nil:

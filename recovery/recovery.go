@@ -77,7 +77,7 @@ type Options struct {
 // Finding is one thing Run found, and what it did about it.
 type Finding struct {
 	Kind      string `json:"kind"`                 // one of the Kind constants
-	Path      string `json:"path"`                 // relative to the home, slash-separated
+	Path      string `json:"path"`                 // relative to the home, slash-separated; absolute for a file outside it
 	Action    string `json:"action"`               // what Run did, or would do with DryRun; "none" if nothing
 	Detail    string `json:"detail,omitempty"`     // what was wrong
 	Remedy    string `json:"remedy,omitempty"`     // what a person should do, if anything

@@ -520,7 +520,7 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := recovery.Options{Home: abs, DryRun: !*fix, MaxFileSize: lifecycle.HomeMaxFileSize(abs)}
-	var lockFindings []recovery.Finding
+	var writerFindings []recovery.Finding // what a dead writer left that recovery does not look at
 	if *fix {
 		lock, err := lifecycle.TryLock(abs)
 		if err != nil {
@@ -531,16 +531,30 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		}
 		defer lock.Unlock()
 		for _, r := range lock.Reclaimed() {
-			lockFindings = append(lockFindings, recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "reclaimed", Detail: r})
+			writerFindings = append(writerFindings, recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "reclaimed", Detail: r})
 		}
-	} else if f, ok := staleLock(abs); ok {
-		lockFindings = append(lockFindings, f)
+		// Before recovery moves the state file, which may name a socket
+		// outside the home.
+		removed, err := lock.RemoveStaleSockets()
+		if err != nil {
+			return err
+		}
+		for _, p := range removed {
+			writerFindings = append(writerFindings, staleSocket(abs, p, "removed"))
+		}
+	} else {
+		if f, ok := staleLock(abs); ok {
+			writerFindings = append(writerFindings, f)
+		}
+		for _, p := range lifecycle.StaleSockets(abs) {
+			writerFindings = append(writerFindings, staleSocket(abs, p, "would be removed"))
+		}
 	}
 	report, err := recovery.Run(ctx, opts)
 	if err != nil {
 		return err
 	}
-	report.Findings = append(lockFindings, report.Findings...)
+	report.Findings = append(writerFindings, report.Findings...)
 	if err := c.emit(report, report.String()+"\n"); err != nil {
 		return err
 	}
@@ -558,6 +572,21 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 // kindStaleLock is the kind of doctor's finding of a PID lock file that
 // names no running server (recovery does not look at the home's lock).
 const kindStaleLock = "stale-lock"
+
+// kindStaleSocket is the kind of doctor's finding of an attach socket a
+// writer that is not running left, in the home or, for a home whose path
+// is too long for a socket address, where its state file says.
+const kindStaleSocket = "stale-socket"
+
+// staleSocket returns doctor's finding of the stale socket at path, with
+// action: its path relative to home, or absolute outside it.
+func staleSocket(home, path, action string) recovery.Finding {
+	if rel, err := filepath.Rel(home, path); err == nil && filepath.IsLocal(rel) {
+		path = filepath.ToSlash(rel)
+	}
+	return recovery.Finding{Kind: kindStaleSocket, Path: path, Action: action,
+		Detail: "nothing listens on it: the server that bound it is not running"}
+}
 
 // staleLock returns doctor's finding, without --fix, for the home's PID
 // lock file when it names no running process or holds no PID, as status

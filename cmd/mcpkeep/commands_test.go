@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -621,10 +622,13 @@ func TestLiveServer(t *testing.T) {
 		assert.Contains(t, r.stdout, "not running: stale state file")
 		assert.Contains(t, r.stdout, "health:    unknown: the server is not running (its last check passed, at ")
 		assert.False(t, decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json")).Server.Alive)
-		// doctor calls the lock stale too, and changes nothing.
+		// doctor calls the lock and the socket stale too, and changes nothing.
 		r = mcpkeep(t, "doctor", "--home", home, "--json")
 		assert.Equal(t, exitError, r.code, r.stderr)
-		assert.Equal(t, []string{"stale-lock", recovery.KindStaleState}, findings(t, true, r))
+		assert.Equal(t, []string{"stale-lock", "stale-socket", recovery.KindStaleState}, findings(t, true, r))
+		assert.Equal(t, "mcp.sock", decode[recovery.Report](t, r).Findings[1].Path)
+		_, err := os.Lstat(filepath.Join(home, "mcp.sock"))
+		assert.NoError(t, err)
 		data, err := os.ReadFile(filepath.Join(home, lifecycle.LockFile))
 		require.NoError(t, err)
 		assert.Equal(t, strconv.Itoa(p.Pid()), strings.TrimSpace(string(data)))
@@ -763,5 +767,84 @@ func TestStatusStaleServer(t *testing.T) {
 		}
 		assert.Equal(t, st.Cluster, s.Stale.Cluster)
 		assert.Equal(t, &lockOut{PID: pid}, got.Lock)
+	})
+}
+
+// deadSocket binds a unix socket at path and closes it, leaving the
+// file, as a writer that was killed does; listening keeps it open until
+// the test's end.
+func deadSocket(t *testing.T, path string, listening bool) {
+	t.Helper()
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false)
+	if listening {
+		t.Cleanup(func() { ln.Close() })
+		return
+	}
+	require.NoError(t, ln.Close())
+}
+
+// TestDoctorStaleSocket: the sockets a writer that is not running left,
+// in the home and at the path outside it its state file names, are
+// findings: without --fix doctor reports them and changes nothing; with
+// --fix they are removed and reported. A socket something listens on is
+// neither.
+func TestDoctorStaleSocket(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			home := installed(t)
+			inside := filepath.Join(home, "mcp.sock")
+			outside := filepath.Join(t.TempDir(), "0123456789abcdef.sock")
+			dead := exec.Command("true")
+			require.NoError(t, dead.Run())
+			require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600))
+			st, err := statefile.New("helios", home)
+			require.NoError(t, err)
+			st.PID, st.Status, st.Socket = dead.Process.Pid, statefile.StatusReady, outside
+			require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
+			deadSocket(t, inside, false)
+			deadSocket(t, outside, false)
+			want := []string{"stale-lock", "stale-socket", "stale-socket", recovery.KindStaleState}
+
+			r := mcpkeep(t, append([]string{"doctor", "--home", home}, m.args...)...)
+			assert.Equal(t, exitError, r.code, "problems found")
+			assert.Contains(t, r.stderr, "doctor --fix")
+			assert.Equal(t, want, findings(t, m.args != nil, r))
+			if m.args == nil {
+				assert.Contains(t, r.stdout, "\nstale-socket mcp.sock: would be removed (nothing listens on it: ")
+				assert.Contains(t, r.stdout, "\nstale-socket "+outside+": would be removed (")
+			} else {
+				f := decode[recovery.Report](t, r).Findings
+				assert.Equal(t, "mcp.sock", f[1].Path)
+				assert.Equal(t, outside, f[2].Path)
+			}
+			for _, p := range []string{inside, outside} {
+				_, err := os.Lstat(p)
+				assert.NoError(t, err, "without --fix nothing changes")
+			}
+
+			r = mcpkeep(t, append([]string{"doctor", "--home", home, "--fix"}, m.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Equal(t, want, findings(t, m.args != nil, r))
+			if m.args == nil {
+				assert.Contains(t, r.stdout, "\nstale-socket mcp.sock: removed (")
+			}
+			for _, p := range []string{inside, outside} {
+				assert.NoFileExists(t, p)
+			}
+			r = mcpkeep(t, "doctor", "--home", home)
+			assert.Equal(t, exitOK, r.code, r.stdout)
+		})
+	}
+	t.Run("in use", func(t *testing.T) {
+		home := installed(t)
+		sock := filepath.Join(home, "mcp.sock")
+		deadSocket(t, sock, true)
+		r := mcpkeep(t, "doctor", "--home", home, "--fix")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Equal(t, "home "+home+": clean\n", r.stdout)
+		_, err := os.Lstat(sock)
+		assert.NoError(t, err, "a socket something listens on is left alone")
 	})
 }

@@ -128,22 +128,30 @@ func Unlisten(ln *net.UnixListener, path string) error {
 	return err
 }
 
-// RemoveStale removes the socket at path, and the temporary ones beside
-// it, if nothing listens there: the socket of a writer that died, for a
-// caller that holds the home's lock and serves no socket itself. Anything
-// at path that is not a socket, or a socket that accepts a connection, is
-// left alone. It reports whether it removed path.
-func RemoveStale(path string) (bool, error) {
+// IsStale reports whether path is a socket nothing listens on: a
+// connection to it is refused. Anything that is not a socket, a socket
+// that accepts a connection, or one that cannot tell now (its backlog is
+// full), is not stale.
+func IsStale(path string) bool {
 	fi, err := os.Lstat(path)
 	if err != nil || fi.Mode().Type() != fs.ModeSocket {
-		return false, nil
+		return false
 	}
 	c, err := net.Dial("unix", path)
 	if err == nil {
 		c.Close()
-		return false, nil
+		return false
 	}
-	if !errors.Is(err, syscall.ECONNREFUSED) {
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// RemoveStale removes the socket at path, and the temporary ones beside
+// it, if nothing listens there (IsStale): the socket of a writer that
+// died, for a caller that holds the home's lock and serves no socket
+// itself. Anything at path that is not a socket, or a socket that accepts
+// a connection, is left alone. It reports whether it removed path.
+func RemoveStale(path string) (bool, error) {
+	if !IsStale(path) {
 		return false, nil
 	}
 	removeTemps(path)

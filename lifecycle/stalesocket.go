@@ -1,0 +1,93 @@
+package lifecycle
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/mcpkeep/mcpkeep/atomicfile"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
+	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
+	"github.com/mcpkeep/mcpkeep/statefile"
+)
+
+// StaleSockets returns the attach sockets that a writer of home which is
+// not running left behind, for a caller that reports them without the
+// home's lock (`mcpkeep doctor` without --fix): the home's socket
+// (<home>/mcp.sock, or the path outside the home that a home whose path is
+// too long for a socket address gets) and the one the home's state file
+// names, each if it is a socket nothing listens on. While the home's PID
+// lock file or state file names a running process it returns none: a
+// writer holds the home, and its socket is live or about to be (a process
+// that exited and is not reaped yet, a zombie, holds nothing). It changes
+// nothing; it dials each socket once.
+func StaleSockets(home string) []string {
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return nil
+	}
+	if data, err := atomicfile.ReadFile(filepath.Join(abs, LockFile)); err == nil {
+		if pid, err := ParseLockContent(data); err == nil && running(pid) {
+			return nil
+		}
+	}
+	s, _ := statefile.Read(filepath.Join(abs, statefile.FileName))
+	if s.Alive() {
+		return nil
+	}
+	var stale []string
+	for _, p := range socketPaths(abs, s) {
+		if attach.IsStale(p) {
+			stale = append(stale, p)
+		}
+	}
+	return stale
+}
+
+// RemoveStaleSockets removes the sockets StaleSockets finds in the locked
+// home, and the temporary ones beside them, and returns the paths it
+// removed; the PID lock file names the lock's holder now, so it is not
+// looked at. The lock is what makes removing them safe: no writer of the
+// home runs, and none can start and bind a socket meanwhile. A socket
+// something listens on is left alone all the same, and so is everything
+// while the state file names a live process. Call it before the state
+// file is moved aside (recovery.Run does that), since the path it names
+// may be the only record of a socket outside the home.
+func (l *HomeLock) RemoveStaleSockets() ([]string, error) {
+	s, _ := statefile.Read(filepath.Join(l.home, statefile.FileName))
+	if s.Alive() {
+		return nil, nil
+	}
+	var removed []string
+	var errs []error
+	for _, p := range socketPaths(l.home, s) {
+		ok, err := attach.RemoveStale(p)
+		if ok {
+			removed = append(removed, p)
+		}
+		errs = append(errs, err)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// socketPaths returns where a writer of home, whose state file (if any)
+// is s, may have bound its socket: the path attach gives home, and the
+// absolute path s names, which may differ when the writer's environment
+// put the socket of a long home's path elsewhere.
+func socketPaths(home string, s *statefile.State) []string {
+	paths := []string{attach.Path(home)}
+	if s != nil && s.Socket != "" && s.Socket != paths[0] && filepath.IsAbs(s.Socket) {
+		paths = append(paths, s.Socket)
+	}
+	return paths
+}
+
+// running reports whether pid is a process that has not exited: one that
+// did and is not reaped yet (a zombie) released its lock and its socket.
+// Where its start time cannot be read for another reason, it runs.
+func running(pid int) bool {
+	if !proc.Running(pid) {
+		return false
+	}
+	_, err := proc.StartTime(pid)
+	return !errors.Is(err, proc.ErrNoProcess)
+}
