@@ -137,8 +137,8 @@ func toServer(s *statefile.State) *serverOut {
 
 func (c *cli) status(ctx context.Context, args []string) error {
 	set := c.flags("status")
-	home := homeFlag(set)
-	if _, err := parse(set, args, 0); err != nil {
+	home := c.homeFlag(set)
+	if _, err := c.parse(set, args, 0); err != nil {
 		return err
 	}
 	abs, err := checkHome(*home)
@@ -471,7 +471,7 @@ func readLockPID(path string) (int, error) {
 func (c *cli) servers(ctx context.Context, args []string) error {
 	set := c.flags("servers")
 	path := set.String("registry", statefile.DefaultRegistryPath(), "registry file (env MCPKEEP_REGISTRY)")
-	if _, err := parse(set, args, 0); err != nil {
+	if _, err := c.parse(set, args, 0); err != nil {
 		return err
 	}
 	if *path == "" {
@@ -510,9 +510,9 @@ func (c *cli) servers(ctx context.Context, args []string) error {
 
 func (c *cli) doctor(ctx context.Context, args []string) error {
 	set := c.flags("doctor")
-	home := homeFlag(set)
+	home := c.homeFlag(set)
 	fix := set.Bool("fix", false, "repair what it finds (refused while a server holds the home)")
-	if _, err := parse(set, args, 0); err != nil {
+	if _, err := c.parse(set, args, 0); err != nil {
 		return err
 	}
 	abs, err := installedHome(*home)
@@ -612,9 +612,9 @@ func staleLock(home string) (recovery.Finding, bool) {
 
 func (c *cli) history(ctx context.Context, args []string) error {
 	set := c.flags("history")
-	home := homeFlag(set)
+	home := c.homeFlag(set)
 	n := set.Int("n", 20, "most commits to show (0 = all)")
-	pos, err := parse(set, args, 1)
+	pos, err := c.parse(set, args, 1)
 	if err != nil {
 		return err
 	}
@@ -662,8 +662,8 @@ func firstLine(s string) string {
 
 func (c *cli) rollback(ctx context.Context, args []string) error {
 	set := c.flags("rollback")
-	home := homeFlag(set)
-	pos, err := parse(set, args, 1)
+	home := c.homeFlag(set)
+	pos, err := c.parse(set, args, 1)
 	if err != nil {
 		return err
 	}

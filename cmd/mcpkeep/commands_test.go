@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -394,7 +395,7 @@ func TestRollback(t *testing.T) {
 			r = mcpkeep(t, append([]string{"rollback", "--home", home, "nope"}, m.args...)...)
 			assert.Equal(t, exitError, r.code)
 			assert.Contains(t, r.stderr, `"nope"`)
-			assert.Empty(t, r.stdout)
+			failed(t, m.args != nil, r, `"nope"`)
 		})
 	}
 }
@@ -466,7 +467,7 @@ func TestBadHome(t *testing.T) {
 				t.Run(h.name+"/"+strings.Join(c, " ")+"/"+m.name, func(t *testing.T) {
 					r := mcpkeep(t, append(append(c, "--home", h.path), m.args...)...)
 					assert.Equal(t, exitError, r.code)
-					assert.Empty(t, r.stdout)
+					failed(t, m.args != nil, r, h.says)
 					assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %s", r.stderr)
 					assert.Contains(t, r.stderr, h.path)
 					assert.Contains(t, r.stderr, h.says)
@@ -597,7 +598,9 @@ func TestLiveServer(t *testing.T) {
 				assert.Contains(t, r.stderr, st.HTTP.URL)
 				assert.True(t, strings.HasSuffix(r.stderr, c.remedy), "one remedy, for this command: %s", r.stderr)
 				assert.Equal(t, 1, strings.Count(r.stderr, ";"), "one remedy: %s", r.stderr)
-				assert.Empty(t, r.stdout)
+				if got := failed(t, m.args != nil, r, c.remedy[2:len(c.remedy)-1]); m.args != nil {
+					assert.Equal(t, home, got.Home)
+				}
 			})
 		}
 	}
@@ -846,5 +849,88 @@ func TestDoctorStaleSocket(t *testing.T) {
 		assert.Equal(t, "home "+home+": clean\n", r.stdout)
 		_, err := os.Lstat(sock)
 		assert.NoError(t, err, "a socket something listens on is left alone")
+	})
+}
+
+// errorJSON decodes what a command prints with --json when it fails.
+type errorJSON struct {
+	Error string `json:"error"`
+	Home  string `json:"home"`
+}
+
+// failed checks the stdout of a command that failed before its output:
+// empty, or with --json (isJSON) the error as JSON, which says says and
+// is returned.
+func failed(t *testing.T, isJSON bool, r result, says string) errorJSON {
+	t.Helper()
+	if !isJSON {
+		assert.Empty(t, r.stdout)
+		return errorJSON{}
+	}
+	got := decode[errorJSON](t, r)
+	assert.Contains(t, got.Error, says)
+	return got
+}
+
+// TestJSONErrors: with --json, a command that fails before it printed
+// its output prints the error as a JSON object on stdout, naming the home
+// it was given; its exit status and stderr's one line are as without
+// --json.
+func TestJSONErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	bad := filepath.Join(t.TempDir(), "servers.json")
+	require.NoError(t, os.WriteFile(bad, []byte("{not json"), 0o600))
+	home := installed(t)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		home string // the JSON's home
+		says string // in the JSON's error and on stderr
+	}{
+		{"status", []string{"status", "--home", missing}, exitError, missing, "does not exist"},
+		{"doctor", []string{"doctor", "--home", missing}, exitError, missing, "does not exist"},
+		{"doctor --fix", []string{"doctor", "--fix", "--home", missing}, exitError, missing, "does not exist"},
+		{"history", []string{"history", "--home", missing}, exitError, missing, "does not exist"},
+		{"rollback", []string{"rollback", "--home", home, "nope"}, exitError, home, `"nope"`},
+		{"sync", []string{"sync", "--home", missing}, exitError, missing, "does not exist"},
+		{"a ~", []string{"status", "--home", "~/.helios"}, exitError, "~/.helios", "only a shell expands"},
+		{"servers", []string{"servers", "--registry", bad}, exitError, "", bad},
+		{"usage", []string{"history", "--home", home, "-n", "-1"}, exitUsage, home, "-n -1"},
+		{"usage before --json", []string{"status", "--bogus"}, exitUsage, "", "-bogus"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := mcpkeep(t, tt.args...)
+			r := mcpkeep(t, append(tt.args, "--json")...)
+			assert.Equal(t, tt.code, r.code, r.stderr)
+			assert.Equal(t, text.code, r.code, "the exit status of the text output")
+			assert.Equal(t, text.stderr, r.stderr, "stderr's line as without --json")
+			assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %s", r.stderr)
+			assert.Contains(t, r.stderr, tt.says)
+			got := decode[errorJSON](t, r)
+			assert.Contains(t, got.Error, tt.says)
+			assert.Contains(t, r.stderr, got.Error, "the same error")
+			assert.Equal(t, tt.home, got.Home)
+			var fields map[string]any
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &fields))
+			assert.LessOrEqual(t, len(fields), 2, "error and home only: %s", r.stdout)
+		})
+	}
+	t.Run("unknown command", func(t *testing.T) {
+		r := mcpkeep(t, "frobnicate", "--json")
+		assert.Equal(t, exitUsage, r.code)
+		assert.Contains(t, r.stderr, "usage: mcpkeep COMMAND")
+		assert.Equal(t, errorJSON{Error: `unknown command "frobnicate"`}, decode[errorJSON](t, r))
+	})
+	t.Run("output printed already", func(t *testing.T) {
+		r := mcpkeep(t, "status", "--home", t.TempDir(), "--json") // not installed: no error
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.NoError(t, os.WriteFile(filepath.Join(home, statefile.FileName), []byte("{torn"), 0o600))
+		t.Cleanup(func() { os.Remove(filepath.Join(home, statefile.FileName)) })
+		r = mcpkeep(t, "status", "--home", home, "--json")
+		assert.Equal(t, exitError, r.code, "a problem found")
+		got := decode[statusOut](t, r) // one object: the status, not an error after it
+		assert.Len(t, got.Problems, 1)
 	})
 }

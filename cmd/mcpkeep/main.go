@@ -20,7 +20,10 @@
 // to write beside it; sync prints the server's own last sync). No command
 // prints a bearer token, nor log lines: what a command repairs on its way,
 // such as a dead server's lock, is part of its output ("note:" lines, or
-// "notes" in JSON), and stderr carries one line, for an error. In status
+// "notes" in JSON), and stderr carries one line, for an error. With
+// --json, a command that fails before it printed its output prints the
+// error on stdout too, as {"error": "...", "home": "..."} (home, absolute,
+// for a command given one), with the same exit status. In status
 // --json, server.http_sessions and server.http_connections are as of
 // server.health.checked_at, the last health check; server.alive is false
 // for a stale state file, whose last records are under server.stale.
@@ -42,6 +45,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
@@ -77,7 +81,7 @@ var usage = func() string {
 		fmt.Fprintf(&b, "  %-8s %-28s %s\n", c.name, c.args, c.about)
 	}
 	fmt.Fprintf(&b, "  %-8s %-28s %s\n", "helios", "[helios's flags]", "run the helios MCP server, with etcd (helios runs this for --etcd)")
-	b.WriteString("\nevery command but helios takes --json.\n")
+	b.WriteString("\nevery command but helios takes --json; with it, an error is also {\"error\", \"home\"} on stdout.\n")
 	b.WriteString(exitText)
 	return b.String()
 }()
@@ -103,6 +107,17 @@ func newElector(cfg etcdlock.Config, name string, log *slog.Logger) (lifecycle.E
 type cli struct {
 	stdout, stderr io.Writer
 	json           bool
+	home           *string // --home, for the commands that take it
+	parsed         bool    // the flags parsed: home is the one given
+	emitted        bool    // the command printed its output
+}
+
+// errorOut is what a command prints on stdout with --json when it fails
+// before it printed its output: the error, as stderr's line has it, and
+// the home it was given, for a command that takes one.
+type errorOut struct {
+	Error string `json:"error"`
+	Home  string `json:"home,omitempty"`
 }
 
 // usageError is a bad command line: exit 2.
@@ -134,10 +149,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd, ok := cmds[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "mcpkeep: unknown command %q\n\n%s", args[0], usage)
+		c.json = wantsJSON(args[1:])
+		c.emitError(fmt.Errorf("unknown command %q", args[0]))
 		return exitUsage
 	}
 	err := cmd(ctx, args[1:])
 	var ue *usageError
+	code := exitError
 	switch {
 	case err == nil:
 		return exitOK
@@ -145,14 +163,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "mcpkeep %s: %v (see mcpkeep %s --help)\n", args[0], err, args[0])
-		return exitUsage
+		c.json = c.json || wantsJSON(args[1:]) // a flag before --json may have stopped the parse
+		code = exitUsage
 	case errors.Is(err, lifecycle.ErrLocked):
 		fmt.Fprintf(stderr, "mcpkeep %s: %s\n", args[0], oneLine(err))
-		return exitInUse
+		code = exitInUse
 	default:
 		fmt.Fprintf(stderr, "mcpkeep %s: %s\n", args[0], oneLine(err))
-		return exitError
 	}
+	c.emitError(err)
+	return code
+}
+
+// emitError prints err as an errorOut on stdout, with --json, unless the
+// command printed its output already (status and doctor print what they
+// found, and then fail).
+func (c *cli) emitError(err error) {
+	if !c.json || c.emitted {
+		return
+	}
+	out := errorOut{Error: oneLine(err)}
+	if c.home != nil && c.parsed {
+		out.Home = *c.home
+		if abs, err := filepath.Abs(out.Home); out.Home != "" && !strings.HasPrefix(out.Home, "~") && err == nil {
+			out.Home = abs // a ~ is reported as given: the error says no shell expanded it
+		}
+	}
+	_ = c.emit(out, "") // stderr has the error already
+}
+
+// wantsJSON reports whether args, a command's, ask for --json, for an
+// error that stopped their parse before it.
+func wantsJSON(args []string) bool {
+	want := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		b, err := strconv.ParseBool(value)
+		want = !hasValue || (err == nil && b) // the last one counts, as in a parse
+	}
+	return want
 }
 
 // flags returns a FlagSet for a command with the common --json flag.
@@ -180,13 +235,17 @@ func (c *cli) flags(name string) *flag.FlagSet {
 	return fs
 }
 
-func homeFlag(fs *flag.FlagSet) *string {
-	return fs.String("home", defaultHome(), "server home directory (env MCPKEEP_HOME)")
+// homeFlag defines --home, which an error's JSON names once the flags
+// parsed.
+func (c *cli) homeFlag(fs *flag.FlagSet) *string {
+	c.home = fs.String("home", defaultHome(), "server home directory (env MCPKEEP_HOME)")
+	return c.home
 }
 
 // parse parses args, allowing flags after positional arguments, and returns
-// the positional arguments.
-func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
+// the positional arguments. Once the flags parsed, an error's JSON names
+// the home they give.
+func (c *cli) parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
 	usage := fs.Usage
 	fs.Usage = func() {} // Parse would print it for any error: only -h gets it
 	defer func() { fs.Usage = usage }()
@@ -205,6 +264,7 @@ func parse(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	c.parsed = true
 	if len(pos) > maxPos {
 		return nil, &usageError{fmt.Sprintf("unexpected argument %q", pos[maxPos])}
 	}
@@ -262,7 +322,7 @@ func installedHome(home string) (string, error) {
 // is not a release, where it came from (bootstrap.ToolkitVersion). --json
 // gives the parts: name, version, commit and detail.
 func (c *cli) version(_ context.Context, args []string) error {
-	if _, err := parse(c.flags("version"), args, 0); err != nil {
+	if _, err := c.parse(c.flags("version"), args, 0); err != nil {
 		return err
 	}
 	i := buildinfo.Read()
@@ -270,8 +330,9 @@ func (c *cli) version(_ context.Context, args []string) error {
 		"mcpkeep "+bootstrap.ToolkitVersion()+"\n")
 }
 
-// emit prints v as JSON with --json, else text.
+// emit prints v as JSON with --json, else text: the command's output.
 func (c *cli) emit(v any, text string) error {
+	c.emitted = true
 	if c.json {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")

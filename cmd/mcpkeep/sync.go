@@ -40,11 +40,11 @@ type syncOut struct {
 // 3: the server syncs by itself, every interval.
 func (c *cli) sync(ctx context.Context, args []string) error {
 	set := c.flags("sync")
-	home := homeFlag(set)
+	home := c.homeFlag(set)
 	url := set.String("remote", "", "the git remote's URL (default: env MCPKEEP_REMOTE, else the home's config/.git remote \"origin\")")
 	timeout := set.Duration("timeout", gitstore.DefaultRemoteTimeout, "the longest the fetch, and then the push, may take")
 	resolve := set.String("resolve", "", "remove the conflict tag TAG (conflicts/<time>) once its files are settled, and sync nothing")
-	if _, err := parse(set, args, 0); err != nil {
+	if _, err := c.parse(set, args, 0); err != nil {
 		return err
 	}
 	abs, err := installedHome(*home)
