@@ -17,10 +17,11 @@ import (
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
-// ErrNotHome: the directory given as a home is not one. Run returns it for
-// a directory that holds files that are not a home's, so it is neither a
-// new home nor an existing one; OpenHome, which installs no home, for any
-// path that is not an installed home.
+// ErrNotHome: the directory given as a home is not one. Run returns an
+// *OptionsError naming Options.Home that matches it for a directory that
+// holds files that are not a home's, so it is neither a new home nor an
+// existing one; OpenHome, which installs no home, returns it for any path
+// that is not an installed home.
 var ErrNotHome = errors.New("lifecycle: directory is not a home")
 
 // startsWithTilde reports whether a home's path starts with the ~ that
@@ -160,9 +161,9 @@ func checkHomeDir(home string, extraDirs []string) error {
 	if len(shown) > 3 {
 		shown = append(shown[:3:3], fmt.Sprintf("and %d more", len(foreign)-3))
 	}
-	return fmt.Errorf("lifecycle: %s holds files that are not a home's (%s), and no %s stamp: "+
-		"give an empty or new directory to install a new home, or the directory of an existing home: %w",
-		home, strings.Join(shown, ", "), bootstrap.VersionFile, ErrNotHome)
+	return &OptionsError{Field: "Home", Err: ErrNotHome, Problem: fmt.Sprintf("%s holds files that are not a home's (%s), and no %s stamp: "+
+		"give an empty or new directory to install a new home, or the directory of an existing home",
+		home, strings.Join(shown, ", "), bootstrap.VersionFile)}
 }
 
 // checkNotNested refuses a home inside another home, such as one in

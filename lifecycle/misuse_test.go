@@ -31,8 +31,8 @@ func TestNewcomerMistakes(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(t *testing.T, o *lifecycle.Options)
-		field  string   // the *OptionsError's Field, or "" for is
-		is     error    // what the error matches, when field is ""
+		field  string   // the *OptionsError's Field, or ""
+		is     error    // what the error matches, or nil
 		says   []string // what the message holds besides: the file, the fix
 		status int      // Main's exit status
 	}{
@@ -93,7 +93,7 @@ func TestNewcomerMistakes(t *testing.T) {
 		{"a home holding a user's files", func(t *testing.T, o *lifecycle.Options) {
 			require.NoError(t, os.Mkdir(o.Home, 0o700))
 			require.NoError(t, os.WriteFile(filepath.Join(o.Home, "thesis.txt"), []byte("mine"), 0o600))
-		}, "", lifecycle.ErrNotHome, []string{"thesis.txt"}, lifecycle.ExitError},
+		}, "Home", lifecycle.ErrNotHome, []string{"thesis.txt"}, lifecycle.ExitOptions},
 		{"a home of a newer schema", func(t *testing.T, o *lifecycle.Options) {
 			newer := *o
 			newer.Spec.Schema = 2
@@ -136,7 +136,9 @@ func TestNewcomerMistakes(t *testing.T) {
 				require.ErrorAs(t, err, &oe, "%v", err)
 				assert.Equal(t, tt.field, oe.Field, "%v", err)
 				assert.Contains(t, err.Error(), "Options."+tt.field+" ", "the message names the field")
-			} else {
+				assert.NotContains(t, err.Error(), ": lifecycle: ", "one prefix")
+			}
+			if tt.is != nil {
 				require.ErrorIs(t, err, tt.is)
 			}
 			for _, s := range tt.says {

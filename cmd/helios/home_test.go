@@ -24,7 +24,7 @@ func TestRefusesADirectoryThatIsNotAHome(t *testing.T) {
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	require.Error(t, err)
-	assert.Equal(t, exitError, cmd.ProcessState.ExitCode(), stderr.String())
+	assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode(), stderr.String())
 	assert.Contains(t, stderr.String(), dir)
 	assert.Contains(t, stderr.String(), "notes.txt")
 	assert.Contains(t, stderr.String(), "empty or new directory")
