@@ -275,6 +275,9 @@ func (tx *Tx) List(dir string) ([]string, error) {
 			return nil, err
 		}
 	}
+	if fi, err := os.Lstat(tx.env.abs(rel)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, &PathError{Op: "List", Path: dir, Reason: "it is a symbolic link; config files are kept in directories of ConfigDir only"}
+	}
 	have := map[string]bool{}
 	entries, err := os.ReadDir(tx.env.abs(rel))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

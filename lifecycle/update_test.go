@@ -130,6 +130,12 @@ func TestUpdateMisuse(t *testing.T) {
 			badPath: true, says: "inside .git"},
 		{name: "a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("d", []byte("x")) },
 			badPath: true, says: "is a directory"},
+		{name: "list a symlinked directory", msg: "m",
+			setup: func(t *testing.T, env *lifecycle.Env) {
+				require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(env.ConfigDir, "out")))
+			},
+			fn:      func(tx *lifecycle.Tx) error { _, err := tx.List("out"); return err },
+			badPath: true, says: `tx.List("out"): it is a symbolic link`},
 		{name: "read a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { _, err := tx.ReadFile("d"); return err },
 			badPath: true, says: `tx.ReadFile("d"): it is a directory; name a file in it`},
 		{name: "remove a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.Remove("d") },
