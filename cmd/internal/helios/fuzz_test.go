@@ -35,6 +35,9 @@ func FuzzToolAnswers(f *testing.F) {
 	require.NoError(f, os.WriteFile(filepath.Join(outside, "shadow"),
 		[]byte("root:"+fuzzMarker+":20228:0:99999:7:::\n"+fuzzMarker+": x\n"), 0o600))
 	require.NoError(f, os.WriteFile(filepath.Join(outside, "fz.yaml"), []byte("name: fz\nnote: "+fuzzMarker+"\n"), 0o600))
+	// Where personas/ waits while a link stands in its place: outside the
+	// home, so that no commit of hand edits takes it for one.
+	aside := filepath.Join(f.TempDir(), "personas")
 	cs, home := serve(f, func(*lifecycle.Options) {})
 	configDir := filepath.Join(home, "config")
 	base, err := os.ReadFile(filepath.Join(configDir, "base.yaml"))
@@ -73,7 +76,7 @@ func FuzzToolAnswers(f *testing.F) {
 		case 4:
 			// personas/ itself a link to the outside directory, which
 			// holds an fz.yaml.
-			require.NoError(t, os.Rename(personas, personas+".away"))
+			require.NoError(t, os.Rename(personas, aside))
 			require.NoError(t, os.Symlink(outside, personas))
 		case 5:
 			require.NoError(t, os.Symlink(filepath.Join(personas, "default.yaml"), target))
@@ -81,7 +84,7 @@ func FuzzToolAnswers(f *testing.F) {
 		defer func() {
 			if kind%6 == 4 {
 				require.NoError(t, os.Remove(personas))
-				require.NoError(t, os.Rename(personas+".away", personas))
+				require.NoError(t, os.Rename(aside, personas))
 			} else if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
 				require.NoError(t, err)
 			}
