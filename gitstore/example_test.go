@@ -1,6 +1,8 @@
 package gitstore_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,6 +38,39 @@ func ExampleInit() {
 	again, _ := s.Commit("nothing changed")
 	fmt.Println(len(first), len(again))
 	// Output: 40 0
+}
+
+// CommitChecked commits the hand edits it can: a link in the work tree,
+// and a changed file the check refuses, stay as the last commit had them,
+// and the error names them beside the commit of the rest.
+func ExampleStore_CommitChecked() {
+	dir, cleanup := newConfig()
+	defer cleanup()
+	s, _ := gitstore.Init(dir, nil)
+	defer s.Close()
+	_, _ = s.Commit("install")
+
+	_ = os.WriteFile(filepath.Join(dir, "tools.yaml"), []byte("search: on\n"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "base.yaml"), []byte("tone: [\n"), 0o600)
+	_ = os.Symlink("/etc/hostname", filepath.Join(dir, "host.yaml"))
+	notBroken := func(path string, data []byte) error {
+		if bytes.Count(data, []byte("[")) != bytes.Count(data, []byte("]")) {
+			return errors.New("an unclosed [")
+		}
+		return nil
+	}
+	hash, err := s.CommitChecked("hand edits", notBroken)
+	var left *gitstore.LeftOutError
+	if errors.As(err, &left) {
+		for _, f := range left.Files {
+			fmt.Println("left out:", f.Path)
+		}
+	}
+	fmt.Println("committed:", hash != "")
+	// Output:
+	// left out: base.yaml
+	// left out: host.yaml
+	// committed: true
 }
 
 // Commit stages adds, edits and deletes alike; Dirty tells whether there is
