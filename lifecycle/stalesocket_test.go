@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,24 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
-
-// socketAt binds a unix socket at path and, unless listening, closes it
-// leaving the file: the socket of a writer that was killed.
-func socketAt(t *testing.T, path string, listening bool) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	require.NoError(t, err)
-	ln.SetUnlinkOnClose(false)
-	if listening {
-		t.Cleanup(func() { ln.Close() })
-		return
-	}
-	require.NoError(t, ln.Close())
-}
 
 // TestStaleSockets: the sockets a writer that is not running left, in the
 // home and at the path its state file names, are found without the lock
@@ -66,8 +52,8 @@ func TestStaleSockets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()
 			paths := map[string]string{"inside": filepath.Join(home, "mcp.sock"), "outside": filepath.Join(t.TempDir(), "0123456789abcdef.sock")}
-			socketAt(t, paths["inside"], tc.listening)
-			socketAt(t, paths["outside"], false)
+			mcptest.DeadSocket(t, paths["inside"], tc.listening)
+			mcptest.DeadSocket(t, paths["outside"], false)
 			if tc.lockPID != 0 {
 				require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(tc.lockPID)+"\n"), 0o600))
 			}

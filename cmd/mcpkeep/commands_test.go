@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -773,21 +772,6 @@ func TestStatusStaleServer(t *testing.T) {
 	})
 }
 
-// deadSocket binds a unix socket at path and closes it, leaving the
-// file, as a writer that was killed does; listening keeps it open until
-// the test's end.
-func deadSocket(t *testing.T, path string, listening bool) {
-	t.Helper()
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	require.NoError(t, err)
-	ln.SetUnlinkOnClose(false)
-	if listening {
-		t.Cleanup(func() { ln.Close() })
-		return
-	}
-	require.NoError(t, ln.Close())
-}
-
 // TestDoctorStaleSocket: the sockets a writer that is not running left,
 // in the home and at the path outside it its state file names, are
 // findings: without --fix doctor reports them and changes nothing; with
@@ -806,8 +790,8 @@ func TestDoctorStaleSocket(t *testing.T) {
 			require.NoError(t, err)
 			st.PID, st.Status, st.Socket = dead.Process.Pid, statefile.StatusReady, outside
 			require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
-			deadSocket(t, inside, false)
-			deadSocket(t, outside, false)
+			mcptest.DeadSocket(t, inside, false)
+			mcptest.DeadSocket(t, outside, false)
 			want := []string{"stale-lock", "stale-socket", "stale-socket", recovery.KindStaleState}
 
 			r := mcpkeep(t, append([]string{"doctor", "--home", home}, m.args...)...)
@@ -843,7 +827,7 @@ func TestDoctorStaleSocket(t *testing.T) {
 	t.Run("in use", func(t *testing.T) {
 		home := installed(t)
 		sock := filepath.Join(home, "mcp.sock")
-		deadSocket(t, sock, true)
+		mcptest.DeadSocket(t, sock, true)
 		r := mcpkeep(t, "doctor", "--home", home, "--fix")
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Equal(t, "home "+home+": clean\n", r.stdout)
