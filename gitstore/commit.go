@@ -372,7 +372,8 @@ func (e *LeftOutError) Unwrap() []error {
 // a *LeftOutError naming what it left out. A file left out stays as the
 // last commit has it. check is called with the path, slash-separated and
 // relative to the work tree, and the file's bytes, for each file that
-// differs from the last commit.
+// differs from the last commit, while the store is locked: it must not
+// call the Store.
 func (s *Store) CommitChecked(msg string, check func(path string, data []byte) error) (string, error) {
 	if check == nil {
 		check = func(string, []byte) error { return nil }
@@ -459,23 +460,22 @@ func (s *Store) commitLeaving(msg string, check func(path string, data []byte) e
 }
 
 // keepLeft adds to files the last commit's entry of each path left out,
-// where it has one.
+// where it has one: a file as it was, or every file of a directory.
 func (s *Store) keepLeft(files []file, left []LeftOut) ([]file, error) {
 	parent, err := s.headCommit()
 	if err != nil || parent == nil {
 		return files, err
 	}
-	tree, err := parent.Tree()
-	if err != nil {
-		return nil, err
-	}
 	for _, l := range left {
-		e, err := tree.FindEntry(l.Path)
-		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
-			continue
-		}
+		// Component by component: a path the work tree has where the
+		// commit had a file, or a name go-git's path check refuses, is
+		// simply not in the commit.
+		e, ok, err := s.entryAt(parent.TreeHash, l.Path)
 		if err != nil {
 			return nil, err
+		}
+		if !ok {
+			continue
 		}
 		if e.Mode != filemode.Dir {
 			files = append(files, file{path: l.Path, mode: e.Mode, hash: e.Hash, kept: true})
@@ -483,7 +483,7 @@ func (s *Store) keepLeft(files []file, left []LeftOut) ([]file, error) {
 		}
 		// A directory of the commit where the work tree has, say, a
 		// link: its files stay.
-		sub, err := tree.Tree(l.Path)
+		sub, err := s.repo.TreeObject(e.Hash)
 		if err != nil {
 			return nil, err
 		}

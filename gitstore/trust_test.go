@@ -328,6 +328,12 @@ func TestCommitCheckedLeavesOut(t *testing.T) {
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "d")))
 	require.NoError(t, os.Symlink(filepath.Dir(outside), filepath.Join(dir, "d")))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o600))
+	// A file the commit had, now a directory holding a refused file,
+	// and a link whose name go-git's own path check would refuse.
+	require.NoError(t, os.Remove(filepath.Join(dir, "old-bad.yaml")))
+	write(t, dir, "old-bad.yaml/ok.yaml", "ok: 1\n")
+	write(t, dir, "old-bad.yaml/bad.yaml", "bad: inside\n")
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "l\tink.yaml")))
 
 	var checked []string
 	check := func(path string, data []byte) error {
@@ -347,18 +353,19 @@ func TestCommitCheckedLeavesOut(t *testing.T) {
 	for _, f := range le.Files {
 		why[f.Path] = f.Err.Error()
 	}
-	assert.Len(t, why, 6, "%v", why)
-	for _, p := range []string{"a.yaml", "new-bad.yaml"} {
+	assert.Len(t, why, 8, "%v", why)
+	for _, p := range []string{"a.yaml", "new-bad.yaml", "old-bad.yaml/bad.yaml"} {
 		assert.Equal(t, "refused by check", why[p], p)
 	}
-	for _, p := range []string{"link.yaml", "d", "pipe.yaml", "big.yaml"} {
+	for _, p := range []string{"link.yaml", "d", "pipe.yaml", "big.yaml", "l\tink.yaml"} {
 		assert.Contains(t, why[p], filepath.Join(dir, p), p)
 	}
-	assert.ElementsMatch(t, []string{"a.yaml", "new.yaml", "new-bad.yaml"}, checked, "only the files that changed are checked")
+	assert.ElementsMatch(t, []string{"a.yaml", "new.yaml", "new-bad.yaml", "old-bad.yaml/ok.yaml", "old-bad.yaml/bad.yaml"}, checked,
+		"only the files that changed are checked")
 	assert.NotContains(t, err.Error(), "PRIVATE KEY")
 
 	tree := git(t, dir, "ls-tree", "-r", "--name-only", "HEAD")
-	assert.Equal(t, "a.yaml\nbig.yaml\nd/x.yaml\nnew.yaml\nold-bad.yaml\n", tree)
+	assert.Equal(t, "a.yaml\nbig.yaml\nd/x.yaml\nnew.yaml\nold-bad.yaml/ok.yaml\n", tree)
 	for p, want := range map[string]string{"a.yaml": "a: 1\n", "big.yaml": "b: 1\n", "d/x.yaml": "x: 1\n", "new.yaml": "new: 1\n"} {
 		assert.Equal(t, want, git(t, dir, "show", "HEAD:"+p), p)
 	}
@@ -368,5 +375,12 @@ func TestCommitCheckedLeavesOut(t *testing.T) {
 	again, err := s.CommitChecked("again", check)
 	require.ErrorAs(t, err, &le)
 	assert.Empty(t, again)
-	assert.Len(t, le.Files, 6)
+	assert.Len(t, le.Files, 8)
+	// git sees the left-out paths as changed, the rest as committed.
+	status := git(t, dir, "status", "--porcelain", "--untracked-files=all")
+	assert.Contains(t, status, " M a.yaml\n")
+	assert.Contains(t, status, "?? new-bad.yaml\n")
+	assert.Contains(t, status, "?? old-bad.yaml/bad.yaml\n")
+	assert.NotContains(t, status, " new.yaml\n")
+	assert.NotContains(t, status, "ok.yaml")
 }
