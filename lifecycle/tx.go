@@ -96,7 +96,9 @@ func (tx *Tx) read(op, p string) ([]byte, error) {
 // read it back. So is data the next start's recovery would quarantine as
 // corrupt (recovery.CheckConfig): for a path named *.yaml, *.yml or
 // *.json, data that does not parse as such, and for any path, data that
-// Env.Validate (Options.Validate) refuses; the error wraps a
+// Env.Validate (Options.Validate) refuses. So is YAML with a mapping that
+// gives a key twice (atomicfile.CheckUniqueKeys), which a read into a map
+// refuses. The error wraps a
 // *atomicfile.CorruptError naming p (errors.As), whose Remedy says what to
 // give instead. Nothing is staged for a refused write.
 func (tx *Tx) WriteFile(p string, data []byte) error {
@@ -143,6 +145,15 @@ func (tx *Tx) checkContent(op, p, rel string, data []byte, encoded string) error
 	default:
 		want, err = checkConfig(rel, data, tx.env.Validate)
 	}
+	remedy := "the next start would quarantine this file as corrupt"
+	if err == nil && encoded == "" && (strings.EqualFold(path.Ext(rel), ".yaml") || strings.EqualFold(path.Ext(rel), ".yml")) {
+		// Recovery keeps such a file (a struct read that skips the
+		// mapping accepts it), but a read into a map refuses it: bytes
+		// written here give each key once.
+		if err = atomicfile.CheckUniqueKeys(rel, data); err != nil {
+			want, remedy = "YAML that gives each key of a mapping once", "reads of it into a map would fail"
+		}
+	}
 	if err == nil {
 		return nil
 	}
@@ -151,7 +162,7 @@ func (tx *Tx) checkContent(op, p, rel string, data []byte, encoded string) error
 		copied := *c
 		ce = &copied
 	}
-	ce.Remedy = "nothing was written: give " + want + "; the next start would quarantine this file as corrupt"
+	ce.Remedy = "nothing was written: give " + want + "; " + remedy
 	return fmt.Errorf("lifecycle: tx.%s(%q): %w", op, p, ce)
 }
 

@@ -212,6 +212,10 @@ func TestUpdateMisuse(t *testing.T) {
 			return tx.WriteFile("d/bad.json", []byte(`{"a": `))
 		}, corrupt: true, says: `lifecycle: tx.WriteFile("d/bad.json"): d/bad.json:1: corrupt: unexpected EOF ` +
 			`(nothing was written: give content that parses as JSON; the next start would quarantine this file as corrupt)`},
+		{name: "YAML that gives a key twice", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("dup.yaml", []byte("a: 1\na: 2\n")) },
+			corrupt: true, says: `lifecycle: tx.WriteFile("dup.yaml"): dup.yaml:2: corrupt: yaml: unmarshal errors:` + "\n" +
+				`  line 2: mapping key "a" already defined at line 1 (nothing was written: give YAML that gives each key of a mapping once; ` +
+				`reads of it into a map would fail)`},
 		{name: "YAML written as JSON", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteYAML("m.json", map[string]int{"a": 1}) },
 			corrupt: true, says: `lifecycle: tx.WriteYAML("m.json"): m.json:1: corrupt: `},
 		{name: "a file Validate refuses", msg: "m",
