@@ -613,3 +613,28 @@ func TestMoveStaleState(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, again.Findings, "nothing is left to move")
 }
+
+// TestQuarantineOfALongPath: a corrupt file whose path, made a backup's
+// name, would pass the 255 bytes a file name may have (a name of 220
+// bytes in a directory) is still moved to backups/, under a name that
+// fits and ends with the end of the file's name; a start does not fail on
+// it.
+func TestQuarantineOfALongPath(t *testing.T) {
+	home := newHome(t)
+	name := strings.Repeat("n", 215) + ".yaml"
+	rel := "config/notes/deep/" + name
+	put(t, home, rel, []byte("title: [broken\n"))
+	r, err := recovery.Run(t.Context(), recovery.Options{Home: home})
+	require.NoError(t, err)
+	assert.Equal(t, []string{recovery.KindCorruptConfig}, kinds(r))
+	assert.NoFileExists(t, filepath.Join(home, filepath.FromSlash(rel)))
+	entries, err := os.ReadDir(filepath.Join(home, recovery.BackupsDir))
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	got := entries[0].Name()
+	assert.LessOrEqual(t, len(got), 255)
+	assert.True(t, strings.HasSuffix(got, name[len(name)-150:]), "the name's end: %s", got)
+	data, err := os.ReadFile(filepath.Join(home, recovery.BackupsDir, got))
+	require.NoError(t, err)
+	assert.Equal(t, "title: [broken\n", string(data), "its bytes kept")
+}

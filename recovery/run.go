@@ -3,6 +3,8 @@ package recovery
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/gitstore"
@@ -316,15 +319,42 @@ func (r *runner) backupName(abs, prefix string) (string, error) {
 	if err := atomicfile.MkdirAll(backups, 0o700); err != nil {
 		return "", err
 	}
-	flat := strings.ReplaceAll(r.rel(abs), "/", "_")
-	base := filepath.Join(backups, prefix+"-"+time.Now().UTC().Format("20060102T150405.000000000Z")+"-"+flat)
+	head := prefix + "-" + time.Now().UTC().Format("20060102T150405.000000000Z") + "-"
+	base := filepath.Join(backups, head+backupTail(r.rel(abs), maxBackupName-len(head)))
 	dst := base
 	for i := 2; ; i++ {
-		if _, err := os.Lstat(dst); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Lstat(dst)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return dst, nil
+		case err != nil:
+			return "", err // not "taken": trying the next name would loop for ever
 		}
 		dst = fmt.Sprintf("%s-%d", base, i)
 	}
+}
+
+// maxBackupName is the longest name backupName gives: 255, the longest
+// name the file systems of Linux and macOS take, less room for the "-N"
+// that tells two backups of one second apart.
+const maxBackupName = 255 - 4
+
+// backupTail is rel (a path relative to the home) as the end of a backup's
+// name, "/" made "_", at most max bytes: one too long (deep directories, a
+// long name) keeps its end, where the file's name is, after a hash of the
+// whole path that tells two such paths apart.
+func backupTail(rel string, max int) string {
+	flat := strings.ReplaceAll(rel, "/", "_")
+	if len(flat) <= max {
+		return flat
+	}
+	sum := sha256.Sum256([]byte(rel))
+	tag := hex.EncodeToString(sum[:4]) + "-"
+	tail := flat[len(flat)-(max-len(tag)):]
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:] // start at a whole character
+	}
+	return tag + tail
 }
 
 // quarantine moves the file at abs into backups/ under a new, timestamped
