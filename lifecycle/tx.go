@@ -81,8 +81,10 @@ func (tx *Tx) read(op, p string) ([]byte, error) {
 		}
 		return slices.Clone(data), nil
 	}
-	if fi, err := os.Lstat(tx.env.abs(rel)); err == nil && fi.IsDir() {
-		return nil, &PathError{Op: op, Path: p, Reason: "it is a directory; name a file in it (tx.List lists them)"}
+	if tx.linkOn(rel) == "" { // through a link, the reader refuses it, naming the link
+		if fi, err := os.Lstat(tx.env.abs(rel)); err == nil && fi.IsDir() {
+			return nil, &PathError{Op: op, Path: p, Reason: "it is a directory; name a file in it (tx.List lists them)"}
+		}
 	}
 	// As Env.Reader reads: no link followed below ConfigDir, regular
 	// files only, at most MaxFileSize bytes.
@@ -116,6 +118,10 @@ func (tx *Tx) write(op, p string, data []byte, encoded string) error {
 	}
 	if err := tx.checkPlace(op, p, rel); err != nil {
 		return err
+	}
+	if n := len(path.Base(rel)); n > atomicfile.MaxName {
+		return &PathError{Op: op, Path: p, Reason: fmt.Sprintf("the file's name is %d bytes, more than the %d a config file's name may have "+
+			"(the file system takes 255, and the name of its temporary file adds the rest)", n, atomicfile.MaxName)}
 	}
 	if limit := tx.env.maxFileSize(); limit >= 0 && int64(len(data)) > limit {
 		return fmt.Errorf("lifecycle: tx.%s(%q): %d bytes is more than the %d a config file may hold (Options.MaxFileSize): %w",
@@ -286,8 +292,8 @@ func (tx *Tx) List(dir string) ([]string, error) {
 			return nil, err
 		}
 	}
-	if fi, err := os.Lstat(tx.env.abs(rel)); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, &PathError{Op: "List", Path: dir, Reason: "it is a symbolic link; config files are kept in directories of ConfigDir only"}
+	if l := tx.linkOn(rel); l != "" {
+		return nil, &PathError{Op: "List", Path: dir, Reason: fmt.Sprintf("%q is a symbolic link; config files are kept in directories of ConfigDir only", l)}
 	}
 	have := map[string]bool{}
 	entries, err := os.ReadDir(tx.env.abs(rel))
@@ -336,6 +342,26 @@ func (tx *Tx) check(op, p string) (string, error) {
 		return "", &PathError{Op: op, Path: p, Reason: strings.ReplaceAll(r, "ConfigDir", "ConfigDir ("+tx.env.ConfigDir+")")}
 	}
 	return p, nil
+}
+
+// linkOn returns the first of rel's directories, or rel itself, that is a
+// symbolic link in the work tree, or "".
+func (tx *Tx) linkOn(rel string) string {
+	if rel == "" {
+		return ""
+	}
+	parts := strings.Split(rel, "/")
+	for i := 1; i <= len(parts); i++ {
+		p := strings.Join(parts[:i], "/")
+		fi, err := os.Lstat(tx.env.abs(p))
+		switch {
+		case err != nil:
+			return ""
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return p
+		}
+	}
+	return ""
 }
 
 // checkPlace refuses a file where a directory is, or under a file.
@@ -390,9 +416,6 @@ func badPath(p string) string {
 			return "the name is one the toolkit gives copies of .git it sets aside; choose another"
 		case atomicfile.IsTemp(part):
 			return "the name is one of a temporary file of an interrupted write; choose another"
-		case len(part) > atomicfile.MaxName:
-			return fmt.Sprintf("a name in the path is %d bytes, more than the %d a config file's name may have "+
-				"(the file system takes 255, and the name of its temporary file adds the rest)", len(part), atomicfile.MaxName)
 		}
 	}
 	return ""

@@ -135,7 +135,24 @@ func TestUpdateMisuse(t *testing.T) {
 				require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(env.ConfigDir, "out")))
 			},
 			fn:      func(tx *lifecycle.Tx) error { _, err := tx.List("out"); return err },
-			badPath: true, says: `tx.List("out"): it is a symbolic link`},
+			badPath: true, says: `tx.List("out"): "out" is a symbolic link`},
+		{name: "list below a symlinked directory", msg: "m",
+			setup: func(t *testing.T, env *lifecycle.Env) {
+				out := t.TempDir()
+				require.NoError(t, os.MkdirAll(filepath.Join(out, "sub"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(out, "sub", "secret-name.yaml"), []byte("x: 1\n"), 0o600))
+				require.NoError(t, os.Symlink(out, filepath.Join(env.ConfigDir, "out")))
+			},
+			fn:      func(tx *lifecycle.Tx) error { _, err := tx.List("out/sub"); return err },
+			badPath: true, says: `tx.List("out/sub"): "out" is a symbolic link`},
+		{name: "read a directory below a symlinked one", msg: "m",
+			setup: func(t *testing.T, env *lifecycle.Env) {
+				out := t.TempDir()
+				require.NoError(t, os.MkdirAll(filepath.Join(out, "sub"), 0o700))
+				require.NoError(t, os.Symlink(out, filepath.Join(env.ConfigDir, "out")))
+			},
+			fn:   func(tx *lifecycle.Tx) error { _, err := tx.ReadFile("out/sub"); return err },
+			says: "out is a symbolic link, not a regular file; it was not read"},
 		{name: "read a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { _, err := tx.ReadFile("d"); return err },
 			badPath: true, says: `tx.ReadFile("d"): it is a directory; name a file in it`},
 		{name: "remove a directory", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.Remove("d") },
@@ -149,7 +166,13 @@ func TestUpdateMisuse(t *testing.T) {
 				return err
 			}
 			return tx.WriteFile("d/"+strings.Repeat("n", 300)+".yaml", []byte("n: 1\n"))
-		}, badPath: true, says: "a name in the path is 305 bytes, more than the 223 a config file's name may have"},
+		}, badPath: true, says: "the file's name is 305 bytes, more than the 223 a config file's name may have"},
+		{name: "a long directory name", msg: "m", fn: func(tx *lifecycle.Tx) error {
+			if err := writeA("1")(tx); err != nil {
+				return err
+			}
+			return tx.WriteFile(strings.Repeat("d", 250)+"/a.yaml", []byte("a: 1\n"))
+		}, commits: true},
 		{name: "the longest name", msg: "m", fn: func(tx *lifecycle.Tx) error {
 			if err := writeA("1")(tx); err != nil {
 				return err
