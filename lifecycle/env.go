@@ -440,8 +440,7 @@ func (e *Env) failed(msg string, files []string, fate string, err error) error {
 // *.yaml that does not parse, content Validate refuses). Each stays as
 // the last commit has it, the rest is committed, and Commit returns the
 // new hash with an error matching *gitstore.LeftOutError (errors.As) that
-// names them; the next start moves them to backups/, as `mcpkeep doctor
-// --fix` does.
+// names them; the server's next start moves them to backups/.
 func (e *Env) Commit(msg string) (string, error) {
 	return e.commitWithin(context.Background(), msg)
 }
@@ -478,7 +477,7 @@ func (e *Env) commit(ctx context.Context, msg string) (string, error) {
 	var left *gitstore.LeftOutError
 	if errors.As(err, &left) {
 		return hash, fmt.Errorf("lifecycle: Commit(%q) left out what the next start would not keep, which stays as the last commit has it "+
-			"(the next start, or mcpkeep doctor --fix, moves it to backups/): %w", msg, err)
+			"(the server's next start moves it to backups/): %w", msg, err)
 	}
 	if err != nil {
 		return "", withRemedy(e.closed(func() string { return fmt.Sprintf("Commit(%q)", msg) }, err), e.Home)
