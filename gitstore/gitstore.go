@@ -61,6 +61,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-git/go-billy/v5/osfs"
@@ -610,7 +611,7 @@ func (s *Store) privateDirs() {
 		if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 == 0 {
 			continue // missing ones are made when needed, 0700
 		}
-		if err := s.write(func() error { return os.Chmod(p, dirPerm) }); err != nil {
+		if err := s.write(func() error { return chmodDir(p, dirPerm) }); err != nil {
 			s.log.Warn("gitstore: other users may write in a directory of the repository", "dir", p, "mode", fi.Mode().Perm(), "err", err)
 			continue
 		}
@@ -619,6 +620,17 @@ func (s *Store) privateDirs() {
 	if len(made) > 0 {
 		s.repaired("restored mode 0700 of %s, which other users could write in", strings.Join(made, ", "))
 	}
+}
+
+// chmodDir sets the mode of the directory at p, not following a link put
+// there since it was looked at.
+func chmodDir(p string, mode fs.FileMode) error {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(mode)
 }
 
 // cleanLocks removes *.lock files: with the home lock held, no git writer
