@@ -167,3 +167,24 @@ func TestHelloGarbage(t *testing.T) {
 	_, err = cs.cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
 }
+
+// TestAnotherServerIsRefused: the writer refuses, at the hello, a process
+// whose hello names another server, saying why, and serves it no session;
+// one that names the same server, or none (an older mcpkeep), is taken.
+func TestAnotherServerIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcp.sock")
+	w := startWriter(t, path, newServer("writer", nil)) // its hello names "test"
+	_, err := attach.Dial(t.Context(), path, attach.Hello{PID: os.Getpid(), Name: "other"})
+	var re *attach.RefusedError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, os.Getpid(), re.PID)
+	assert.Equal(t, `it serves "other" and the home's writer serves "test": a home holds one server's files; give "other" a home of its own`, re.Reason)
+	assert.Empty(t, w.l.Sessions())
+
+	for _, name := range []string{"test", ""} {
+		c, err := attach.Dial(t.Context(), path, attach.Hello{PID: os.Getpid(), Name: name})
+		require.NoError(t, err, "%q", name)
+		assert.Equal(t, "test", c.Writer.Name)
+		c.Close()
+	}
+}
