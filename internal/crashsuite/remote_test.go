@@ -55,6 +55,15 @@ func (s *suite) makeRemote(ctx context.Context) (*remoteSetup, error) {
 	if _, err := git(ctx, dir, nil, "init", "-q", "--bare", "--initial-branch=main", r.bare); err != nil {
 		return nil, err
 	}
+	// No automatic gc: after a push, receive-pack starts git gc --auto in
+	// the background once enough loose objects have come (some thousand,
+	// a thousand iterations into a run), and its prune of packed loose
+	// objects races the check's git fsck of the remote ("unable to mmap
+	// ./objects/..: No such file or directory"): git's housekeeping on the
+	// remote, not the server's doing.
+	if _, err := git(ctx, r.bare, nil, "config", "gc.auto", "0"); err != nil {
+		return nil, err
+	}
 	r.home = newHome(filepath.Join(dir, "home"))
 	r.home.remote = r.url
 	cmd := s.cmd(r.home, "")
