@@ -105,7 +105,7 @@ func TryLock(home string) (*HomeLock, error) {
 	ok, err := fl.TryLock()
 	if errors.Is(err, fs.ErrPermission) {
 		// Another user's home. A live holder is still worth naming.
-		if e := lockedError(abs); e.PID > 0 && proc.Running(e.PID) {
+		if e := lockedError(abs); e.PID > 0 && proc.Live(e.PID) {
 			return nil, e
 		}
 		return nil, fmt.Errorf("lifecycle: %s is not writable by this user (uid %d); run as the home's owner or use another home: %w",
@@ -185,7 +185,7 @@ func (l *HomeLock) reclaim(path string) error {
 			note += fmt.Sprintf("; could not copy it aside: %v", err)
 		}
 		l.reclaimed = append(l.reclaimed, note)
-	case proc.Running(pid):
+	case proc.Live(pid):
 		l.reclaimed = append(l.reclaimed, fmt.Sprintf("%s named pid %d, which runs but does not hold the lock (a reused pid)", path, pid))
 	default:
 		l.reclaimed = append(l.reclaimed, fmt.Sprintf("%s named pid %d, which is not running", path, pid))

@@ -26,7 +26,7 @@ func StaleSockets(home string) []string {
 		return nil
 	}
 	if data, err := atomicfile.ReadFile(filepath.Join(abs, LockFile)); err == nil {
-		if pid, err := ParseLockContent(data); err == nil && running(pid) {
+		if pid, err := ParseLockContent(data); err == nil && proc.Live(pid) {
 			return nil
 		}
 	}
@@ -79,15 +79,4 @@ func socketPaths(home string, s *statefile.State) []string {
 		paths = append(paths, s.Socket)
 	}
 	return paths
-}
-
-// running reports whether pid is a process that has not exited: one that
-// did and is not reaped yet (a zombie) released its lock and its socket.
-// Where its start time cannot be read for another reason, it runs.
-func running(pid int) bool {
-	if !proc.Running(pid) {
-		return false
-	}
-	_, err := proc.StartTime(pid)
-	return !errors.Is(err, proc.ErrNoProcess)
 }

@@ -1,15 +1,12 @@
 package lifecycle_test
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +29,7 @@ func TestStaleSockets(t *testing.T) {
 	liveStart, err := proc.StartTime(sleeper.Process.Pid)
 	require.NoError(t, err)
 	dead := deadPID(t)
-	zombie := zombiePID(t)
+	zombie := mcptest.ZombiePID(t)
 
 	for _, tc := range []struct {
 		name      string
@@ -88,25 +85,5 @@ func TestStaleSockets(t *testing.T) {
 				assert.Equal(t, !slices.Contains(want, p), err == nil, "%s is removed only if stale: %v", p, err)
 			}
 		})
-	}
-}
-
-// zombiePID returns the PID of a child that exited and that the test
-// reaps only at its end: a zombie, as a killed writer is until its parent
-// waits for it.
-func zombiePID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Wait() })
-	deadline := time.Now().Add(hangAfter)
-	for {
-		_, err := proc.StartTime(cmd.Process.Pid)
-		if errors.Is(err, proc.ErrNoProcess) {
-			return cmd.Process.Pid
-		}
-		require.NoError(t, err)
-		require.True(t, time.Now().Before(deadline), "pid %d never exited", cmd.Process.Pid)
-		runtime.Gosched()
 	}
 }

@@ -157,7 +157,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	out.MaxFileSize = info.MaxFileSize
 
 	if pid, err := readLockPID(filepath.Join(abs, lifecycle.LockFile)); err == nil {
-		out.Lock = &lockOut{PID: pid, Alive: proc.Running(pid)}
+		out.Lock = &lockOut{PID: pid, Alive: proc.Live(pid)}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(err))
 	}
@@ -602,7 +602,7 @@ func staleLock(home string) (recovery.Finding, bool) {
 	switch {
 	case err != nil:
 		f.Detail = fmt.Sprintf("holds %v (a copy is kept in %s/)", err, bootstrap.BackupsDir)
-	case proc.Running(pid):
+	case proc.Live(pid):
 		return recovery.Finding{}, false
 	default:
 		f.Detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", pid)

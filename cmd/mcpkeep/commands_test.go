@@ -236,7 +236,8 @@ func TestDoctor(t *testing.T) {
 	})
 }
 
-// TestDoctorStaleLock: a PID lock file naming a dead process, or no PID,
+// TestDoctorStaleLock: a PID lock file naming a dead process (exited, or
+// exited and not reaped), or no PID,
 // is a finding: without --fix doctor reports it and changes nothing; with
 // --fix it is reclaimed and reported.
 func TestDoctorStaleLock(t *testing.T) {
@@ -244,7 +245,10 @@ func TestDoctorStaleLock(t *testing.T) {
 	require.NoError(t, dead.Run())
 	for name, content := range map[string]string{
 		"dead pid": strconv.Itoa(dead.Process.Pid) + "\n",
-		"garbage":  "not a pid\n",
+		// A killed writer whose parent has not waited for it yet: kill(pid,
+		// 0) succeeds, but it holds nothing.
+		"zombie pid": strconv.Itoa(mcptest.ZombiePID(t)) + "\n",
+		"garbage":    "not a pid\n",
 	} {
 		for _, m := range modes {
 			t.Run(name+"/"+m.name, func(t *testing.T) {

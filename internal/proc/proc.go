@@ -29,6 +29,19 @@ func Running(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
+// Live reports whether pid runs and has not exited. Unlike Running, a
+// zombie (exited, not yet reaped by its parent) is not live: it holds no
+// lock, socket or file any more, though its PID is not free for reuse yet.
+// Where the start time cannot be read for another reason (a hardened
+// /proc, a system without start times), a running pid is live.
+func Live(pid int) bool {
+	if !Running(pid) {
+		return false
+	}
+	_, err := StartTime(pid)
+	return !errors.Is(err, ErrNoProcess)
+}
+
 // Alive reports whether pid runs and started at start. A zero start is no
 // start time at all, and is never alive: it cannot show that the process
 // running now under pid is the one the record was written for.

@@ -31,6 +31,9 @@ func TestStartTime(t *testing.T) {
 	assert.False(t, Running(0))
 	assert.False(t, Running(-1))
 	assert.True(t, Running(os.Getpid()))
+	assert.True(t, Live(os.Getpid()))
+	assert.False(t, Live(cmd.Process.Pid))
+	assert.False(t, Live(0))
 }
 
 func TestZombieIsNotAlive(t *testing.T) {
@@ -52,5 +55,6 @@ func TestZombieIsNotAlive(t *testing.T) {
 		runtime.Gosched()
 	}
 	assert.True(t, Running(pid), "still a zombie: the pid is not free for reuse yet")
+	assert.False(t, Live(pid), "a zombie holds nothing")
 	assert.False(t, Alive(pid, 1))
 }
