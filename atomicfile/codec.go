@@ -28,6 +28,9 @@ var (
 	errOnlyComments = fmt.Errorf("%w: it holds only comments, no YAML document", ErrEmpty)
 	// errSecondDocument is the Err of a YAML file of two documents or more.
 	errSecondDocument = errors.New("a second YAML document begins here (a file holds one)")
+	// errStrayBOM is the Err of a YAML file that begins with a UTF-16 byte
+	// order mark but whose text is not UTF-16.
+	errStrayBOM = errors.New("it begins with a UTF-16 byte order mark (bytes FF FE or FE FF) but the text after it is not UTF-16; remove the first two bytes, or save the file as UTF-8")
 )
 
 // CorruptError reports a file whose bytes do not parse.
@@ -226,6 +229,9 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &CorruptError{Path: path, Err: ErrEmpty}
 	}
+	if strayBOM(data) {
+		return corrupt(path, data, 1, errStrayBOM)
+	}
 	if bytes.IndexByte(data, '*') >= 0 { // no alias without a '*'
 		if line := aliasBomb(data); line > 0 {
 			return corrupt(path, data, line, errAliasBomb)
@@ -255,6 +261,21 @@ func decodeYAML(path string, data []byte, v any, strict bool) error {
 		return yamlError(path, data, err)
 	}
 	return corrupt(path, data, next.Line, errSecondDocument)
+}
+
+// strayBOM reports whether data begins with a UTF-16 byte order mark that
+// the text after it contradicts: yaml.v3 then decodes every two bytes of
+// UTF-8 text as one character, and the whole file reads as one string
+// that no mapping can hold, in characters the file never had. The
+// contradiction is the missing zero bytes: UTF-16 text of YAML has the
+// newlines, colons and spaces of its syntax, each with a zero byte, and a
+// file that is one line of one scalar with no ASCII at all is no config.
+// A mark before real UTF-16 text is fine: yaml.v3 reads it.
+func strayBOM(data []byte) bool {
+	if len(data) < 2 || !(data[0] == 0xff && data[1] == 0xfe || data[0] == 0xfe && data[1] == 0xff) {
+		return false
+	}
+	return len(data) > 2 && bytes.IndexByte(data[2:], 0) < 0
 }
 
 // CheckUniqueKeys reports a mapping of the YAML document in data that gives

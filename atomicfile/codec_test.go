@@ -1,12 +1,14 @@
 package atomicfile_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -397,5 +399,52 @@ func TestWriteYAMLRefusesWhatYAMLCannotHold(t *testing.T) {
 		assert.NoFileExists(t, path)
 		_, err = atomicfile.EncodeYAML(path, v)
 		assert.ErrorContains(t, err, "encode "+path+": cannot marshal type")
+	}
+}
+
+// TestYAMLByteOrderMark: a file saved as UTF-16 with its byte order mark
+// reads as the same config as UTF-8; a UTF-16 mark before UTF-8 text (an
+// editor's or a tool's slip) is corrupt with words that say so, not a
+// mapping read as one string of characters the file never had.
+func TestYAMLByteOrderMark(t *testing.T) {
+	const text = "name: hello\n"
+	encode16 := func(order binary.AppendByteOrder, mark []byte) string {
+		b := mark
+		for _, c := range utf16.Encode([]rune(text)) {
+			b = order.AppendUint16(b, c)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name, data string
+		stray      bool
+	}{
+		{"UTF-8 with its mark", "\xef\xbb\xbf" + text, false},
+		{"UTF-16LE", encode16(binary.LittleEndian, []byte{0xff, 0xfe}), false},
+		{"UTF-16BE", encode16(binary.BigEndian, []byte{0xfe, 0xff}), false},
+		{"a UTF-16LE mark before UTF-8", "\xff\xfe" + text, true},
+		{"a UTF-16BE mark before UTF-8", "\xfe\xff" + text, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "a.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
+			var d doc
+			err := atomicfile.ReadYAML(path, &d)
+			perr := atomicfile.ParseYAML(path, []byte(tc.data), nil)
+			if !tc.stray {
+				require.NoError(t, err)
+				require.NoError(t, perr)
+				assert.Equal(t, "hello", d.Name)
+				return
+			}
+			for _, err := range []error{err, perr} {
+				var ce *atomicfile.CorruptError
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, path, ce.Path)
+				assert.Equal(t, 1, ce.Line)
+				assert.Contains(t, ce.Summary(), "UTF-16 byte order mark")
+				assert.Contains(t, err.Error(), "save the file as UTF-8")
+			}
+		})
 	}
 }

@@ -72,7 +72,7 @@ func summary(err error) string {
 	switch {
 	case err == nil:
 		return "corrupt"
-	case errors.Is(err, ErrEmpty), errors.Is(err, errSecondDocument), errors.Is(err, errJSONTrailing), errors.Is(err, errAliasBomb):
+	case errors.Is(err, ErrEmpty), errors.Is(err, errSecondDocument), errors.Is(err, errJSONTrailing), errors.Is(err, errAliasBomb), errors.Is(err, errStrayBOM):
 		return err.Error() // this package's own words
 	case errors.As(err, &te):
 		if len(te.Errors) == 0 {
