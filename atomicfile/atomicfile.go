@@ -53,7 +53,9 @@ func SyncDir(dir string) error {
 
 // MkdirAll creates dir and any missing parents with mode perm (0700 when
 // perm is 0) and fsyncs each parent in which it created an entry, so the new
-// directories survive a power cut.
+// directories survive a power cut. perm is applied as given, whatever the
+// umask: 0o755 makes directories others may read, 0o777 ones anyone may
+// write into. Directories that exist are left as they are.
 func MkdirAll(dir string, perm fs.FileMode) error {
 	if perm == 0 {
 		perm = 0o700
