@@ -156,16 +156,21 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		info.Schema, info.ToolkitVersion, info.InstalledAt, info.LastBootAt, info.Boots
 	out.MaxFileSize = info.MaxFileSize
 
-	if pid, err := readLockPID(filepath.Join(abs, lifecycle.LockFile)); err == nil {
+	pid, lerr := readLockPID(filepath.Join(abs, lifecycle.LockFile))
+	s, serr := statefile.Read(filepath.Join(abs, statefile.FileName))
+	if lerr == nil {
 		out.Lock = &lockOut{PID: pid, Alive: proc.Live(pid)}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		out.Problems = append(out.Problems, oneLine(err))
-	}
-	if s, err := statefile.Read(filepath.Join(abs, statefile.FileName)); err == nil {
-		out.Server = toServer(s)
-		if out.Lock != nil && out.Lock.PID == s.PID {
-			out.Lock.Alive = out.Server.Alive
+		if serr == nil && s.PID == pid {
+			out.Lock.Alive = s.Alive() // its start time tells a reused pid
 		}
+		if !out.Lock.Alive {
+			out.Problems = append(out.Problems, staleLockProblem(pid))
+		}
+	} else if !errors.Is(lerr, fs.ErrNotExist) {
+		out.Problems = append(out.Problems, oneLine(lerr))
+	}
+	if serr == nil {
+		out.Server = toServer(s)
 		if h := s.Health; h != nil && !h.OK && out.Server.Alive {
 			for _, p := range h.Problems {
 				out.Problems = append(out.Problems, "health check: "+flat(p))
@@ -176,8 +181,8 @@ func (c *cli) status(ctx context.Context, args []string) error {
 				"it died without cleaning up (the next start, or `mcpkeep doctor --fix`, moves %s to %s/)",
 				s.PID, statefile.FileName, bootstrap.BackupsDir))
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		out.Problems = append(out.Problems, oneLine(err))
+	} else if !errors.Is(serr, fs.ErrNotExist) {
+		out.Problems = append(out.Problems, oneLine(serr))
 	}
 	if out.Server != nil && out.Server.Alive {
 		if s, err := statefile.Read(filepath.Join(abs, statefile.FileName)); err == nil && s.Remote != nil {
@@ -206,6 +211,15 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d problem(s) found in %s, listed in the output", n, abs)
 	}
 	return nil
+}
+
+// staleLockProblem is status's problem of a PID lock file that names pid,
+// a server that is not running (exited, a zombie, or its pid reused
+// since): a problem as a stale state file is one, whether or not a state
+// file is left, and as doctor's stale-lock finding is.
+func staleLockProblem(pid int) string {
+	return fmt.Sprintf("the PID lock file %s names pid %d, a server that is not running: it died without releasing the lock "+
+		"(the next start, or `mcpkeep doctor --fix`, reclaims it)", lifecycle.LockFile, pid)
 }
 
 func statusText(o statusOut) string {
@@ -463,7 +477,7 @@ func readLockPID(path string) (int, error) {
 	}
 	pid, err := lifecycle.ParseLockContent(b)
 	if err != nil {
-		return 0, fmt.Errorf("%s holds %v; the next start reclaims it", path, err)
+		return 0, fmt.Errorf("%s holds %v; the next start, or `mcpkeep doctor --fix`, reclaims it", path, err)
 	}
 	return pid, nil
 }

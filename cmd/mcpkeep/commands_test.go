@@ -723,7 +723,7 @@ func TestStatusStaleServer(t *testing.T) {
 	require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
 	require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(pid)+"\n"), 0o600))
 	problem := fmt.Sprintf("the server the state file names, pid %d, is not running", pid)
-	stderr := fmt.Sprintf("mcpkeep status: 1 problem(s) found in %s, listed in the output\n", home)
+	stderr := fmt.Sprintf("mcpkeep status: 2 problem(s) found in %s, listed in the output\n", home) // the lock's and the state file's
 
 	t.Run("text", func(t *testing.T) {
 		r := mcpkeep(t, "status", "--home", home)
@@ -750,8 +750,9 @@ func TestStatusStaleServer(t *testing.T) {
 		assert.Equal(t, exitError, r.code)
 		assert.Equal(t, stderr, r.stderr)
 		got := decode[statusOut](t, r)
-		require.Len(t, got.Problems, 1)
-		assert.Contains(t, got.Problems[0], problem)
+		require.Len(t, got.Problems, 2)
+		assert.Equal(t, staleLockProblem(pid), got.Problems[0])
+		assert.Contains(t, got.Problems[1], problem)
 		s := got.Server
 		require.NotNil(t, s)
 		assert.False(t, s.Alive)
@@ -774,6 +775,87 @@ func TestStatusStaleServer(t *testing.T) {
 		assert.Equal(t, st.Cluster, s.Stale.Cluster)
 		assert.Equal(t, &lockOut{PID: pid}, got.Lock)
 	})
+}
+
+// TestStatusStaleLock: a PID lock file naming a server that is not
+// running (exited, or exited and not reaped) is a problem, exit 1, with
+// or without a state file left beside it, as a stale state file is one
+// and as doctor calls it stale-lock; the text's problem lines are the
+// JSON's problems. A lock held by a running process is none.
+func TestStatusStaleLock(t *testing.T) {
+	dead := exec.Command("true")
+	require.NoError(t, dead.Run())
+	zombie := mcptest.ZombiePID(t)
+	self := os.Getpid()
+	stateProblem := func(pid int) string {
+		return fmt.Sprintf("the server the state file names, pid %d, is not running: ", pid)
+	}
+	for _, tc := range []struct {
+		name     string
+		lock     int  // the pid in the PID lock file
+		state    bool // a state file names lock's pid
+		alive    bool
+		problems []string // each a problem's start, in order
+	}{
+		{"dead pid", dead.Process.Pid, false, false, []string{staleLockProblem(dead.Process.Pid)}},
+		{"zombie pid", zombie, false, false, []string{staleLockProblem(zombie)}},
+		{"dead pid and its state file", dead.Process.Pid, true, false,
+			[]string{staleLockProblem(dead.Process.Pid), stateProblem(dead.Process.Pid)}},
+		{"held", self, false, true, nil},
+		{"held, with its state file", self, true, true, nil},
+	} {
+		for _, m := range modes {
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
+				home := installed(t)
+				require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(tc.lock)+"\n"), 0o600))
+				if tc.state {
+					st, err := statefile.New("helios", home) // this test process, with its start time
+					require.NoError(t, err)
+					st.PID, st.Status = tc.lock, statefile.StatusReady
+					require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
+				}
+
+				r := mcpkeep(t, append([]string{"status", "--home", home}, m.args...)...)
+				if tc.problems == nil {
+					assert.Equal(t, exitOK, r.code, r.stdout)
+					assert.Empty(t, r.stderr)
+				} else {
+					assert.Equal(t, exitError, r.code, r.stdout)
+					assert.Equal(t, fmt.Sprintf("mcpkeep status: %d problem(s) found in %s, listed in the output\n", len(tc.problems), home), r.stderr)
+				}
+				got := statusProblems(t, m.args != nil, r)
+				require.Len(t, got, len(tc.problems), "%q", got)
+				for i, p := range tc.problems {
+					assert.True(t, strings.HasPrefix(got[i], p), "problem %d: %q, want %q...", i, got[i], p)
+				}
+				if m.args == nil {
+					line := fmt.Sprintf("lock:      stale, pid %d is not running (the next start reclaims it)\n", tc.lock)
+					if tc.alive {
+						line = fmt.Sprintf("lock:      held by pid %d (running)\n", tc.lock)
+					}
+					assert.Contains(t, r.stdout, line)
+				} else {
+					assert.Equal(t, &lockOut{PID: tc.lock, Alive: tc.alive}, decode[statusOut](t, r).Lock)
+				}
+			})
+		}
+	}
+}
+
+// statusProblems returns the problems a status run printed: its
+// "problem:" lines, or with --json (isJSON) its problems.
+func statusProblems(t *testing.T, isJSON bool, r result) []string {
+	t.Helper()
+	if isJSON {
+		return decode[statusOut](t, r).Problems
+	}
+	var problems []string
+	for line := range strings.Lines(r.stdout) {
+		if p, ok := strings.CutPrefix(line, "problem:   "); ok {
+			problems = append(problems, strings.TrimSuffix(p, "\n"))
+		}
+	}
+	return problems
 }
 
 // TestDoctorStaleSocket: the sockets a writer that is not running left,

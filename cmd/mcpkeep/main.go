@@ -15,15 +15,15 @@
 // --home defaults to $MCPKEEP_HOME, then $HELIOS_HOME, then ~/.helios.
 // Exit status: 0 ok, 1 error or, for status and doctor, problems found
 // (listed in the output, which is printed all the same: for status, the
-// stale state file of a server that is not running is one), 2 usage, 3 the
-// home is in use by a live server (doctor --fix, rollback and sync refuse
-// to write beside it; sync prints the server's own last sync). No command
-// prints a bearer token, nor log lines: what a command repairs on its way,
-// such as a dead server's lock, is part of its output ("note:" lines, or
-// "notes" in JSON), and stderr carries one line, for an error. With
-// --json, a command that fails before it printed its output prints the
-// error on stdout too, as {"error": "...", "home": "..."} (home, absolute,
-// for a command given one), with the same exit status. In status
+// stale lock or state file of a server that is not running is one), 2
+// usage, 3 the home is in use by a live server (doctor --fix, rollback and
+// sync refuse to write beside it; sync prints the server's own last sync).
+// No command prints a bearer token, nor log lines: what a command repairs
+// on its way, such as a dead server's lock, is part of its output ("note:"
+// lines, or "notes" in JSON), and stderr carries one line, for an error.
+// With --json, a command that fails before it printed its output prints
+// the error on stdout too, as {"error": "...", "home": "..."} (home,
+// absolute, for a command given one), with the same exit status. In status
 // --json, server.http_sessions and server.http_connections are as of
 // server.health.checked_at, the last health check; server.alive is false
 // for a stale state file, whose last records are under server.stale.
@@ -88,7 +88,7 @@ var usage = func() string {
 
 // exitText documents the exit statuses, for the usages.
 const exitText = "exit status: 0 ok; 1 an error, or problems status or doctor found (and listed),\n" +
-	"such as the stale state file of a server that is not running; 2 bad usage;\n" +
+	"such as the stale lock or state file of a server that is not running; 2 bad usage;\n" +
 	"3 the home is in use by a live server (doctor --fix, rollback, sync).\n"
 
 func main() {
