@@ -69,14 +69,20 @@ var (
 // home.
 type OtherServerError struct {
 	Home    string // the home
-	Stamped string // the server its stamp names
+	Stamped string // the server its stamp names (or, with the stamp lost, its install commit)
 	Server  string // Spec.Server: the server that asked
+
+	byHistory bool // the stamp was lost; config/'s install commit names Stamped
 }
 
-// Error names both servers and what to do.
+// Error names both servers, what says so, and what to do.
 func (e *OtherServerError) Error() string {
-	return fmt.Sprintf("bootstrap: %s is the home of server %q (its %s says so), not of %q: "+
-		"give %q a home of its own", e.Home, e.Stamped, VersionFile, e.Server, e.Server)
+	says := "its " + VersionFile + " says so"
+	if e.byHistory {
+		says = "its " + VersionFile + " is missing or does not read, and the install commit of its " + ConfigDir + "/ history says so"
+	}
+	return fmt.Sprintf("bootstrap: %s is the home of server %q (%s), not of %q: "+
+		"give %q a home of its own", e.Home, e.Stamped, says, e.Server, e.Server)
 }
 
 // Unwrap returns ErrOtherServer.

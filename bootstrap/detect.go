@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
@@ -113,13 +114,18 @@ func Detect(home string, schema int) (Info, error) {
 	case errors.Is(err, atomicfile.ErrCorrupt):
 		return Info{State: Incomplete, Detail: err.Error()}, nil
 	case err != nil:
-		return Info{}, err
+		return Info{}, unreadable(err)
 	}
 	info := Info{Schema: st.Schema, ToolkitVersion: st.ToolkitVersion, InstalledAt: st.InstalledAt,
 		LastBootAt: st.LastBootAt, Boots: st.Boots, MaxFileSize: recordedLimit(st.MaxFileSize), Server: st.Server}
-	if _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); err != nil {
+	switch _, err := os.Stat(filepath.Join(home, ConfigDir, ".git")); {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		info.State, info.Detail = Incomplete, "stamped, but "+ConfigDir+"/ is not a git repository"
 		return info, nil
+	case err != nil:
+		// Not "not installed": a home this user cannot read is left as
+		// it is, stamp and all, until its owner or modes are put right.
+		return Info{}, unreadable(err)
 	}
 	switch {
 	case schema == 0 || st.Schema == schema:
@@ -130,6 +136,17 @@ func Detect(home string, schema int) (Info, error) {
 		info.State, info.Detail = TooNew, fmt.Sprintf("schema %d is newer than this server's %d", st.Schema, schema)
 	}
 	return info, nil
+}
+
+// unreadable returns err, from reading a home's file, with what to do when
+// it is a permission error: the home's files must be readable by the user
+// the server runs as.
+func unreadable(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("bootstrap: %w: a home's files must belong to the user the server runs as (uid %d); "+
+			"give them back to it (chown -R, chmod u+rwX) or use another home", err, os.Getuid())
+	}
+	return err
 }
 
 // checkHome returns an error that says what to do when home is there but

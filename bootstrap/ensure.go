@@ -155,15 +155,21 @@ func Ensure(ctx context.Context, spec Spec) (Result, error) {
 			filepath.Join(spec.Home, VersionFile), before.Detail, ErrTooNew)
 	case Fresh, Incomplete:
 		if before.State == Incomplete {
+			// A lost stamp over a config history: the install and migrate
+			// commits say whose home it is and of which schema, and that
+			// is the truth. A refusal leaves the home as it is.
+			s, server := e.fromHistory()
+			if server != "" && spec.Server != "" && server != spec.Server {
+				return res, &OtherServerError{Home: spec.Home, Stamped: server, Server: spec.Server, byHistory: true}
+			}
+			if s > e.spec.Schema {
+				return res, fmt.Errorf("%s: config history says schema %d, newer than this server's %d; upgrade this server: %w",
+					e.config, s, e.spec.Schema, ErrTooNew)
+			}
 			if err := e.quarantineStamp(); err != nil {
 				return res, err
 			}
-			// A lost stamp over a config history of another schema: the
-			// install or migrate commit says which, and that is the truth.
-			if s := e.schemaFromHistory(); s > e.spec.Schema {
-				return res, fmt.Errorf("%s: config history says schema %d, newer than this server's %d; upgrade this server: %w",
-					e.config, s, e.spec.Schema, ErrTooNew)
-			} else if s > 0 && s < e.spec.Schema {
+			if s > 0 && s < e.spec.Schema {
 				st = stamp{Schema: s, InstalledAt: now}
 				if res.Commit, err = e.upgrade(ctx, s); err != nil {
 					return res, err
@@ -342,7 +348,7 @@ func (e *ensurer) install(ctx context.Context, now time.Time) (stamp, error) {
 		return st, err
 	}
 	if head == "" {
-		if _, err := store.Commit(fmt.Sprintf("install: schema %d", e.spec.Schema)); err != nil {
+		if _, err := store.Commit(installMessage(e.spec.Schema, e.spec.Server)); err != nil {
 			return st, err
 		}
 		e.log.Info("installed a fresh home", "schema", e.spec.Schema)
@@ -407,28 +413,45 @@ func (e *ensurer) quarantineStamp() error {
 	return os.Remove(path)
 }
 
-var schemaMsg = regexp.MustCompile(`^(?:install: schema (\d+)|migrate v\d+→v(\d+))`)
+var (
+	schemaMsg = regexp.MustCompile(`^(?:install: schema (\d+)|migrate v\d+→v(\d+))`)
+	serverMsg = regexp.MustCompile(`^install: schema \d+ of server ("(?:[^"\\]|\\.)*")`)
+)
 
-// schemaFromHistory returns the schema named by the newest install or
-// migrate commit of config/, or 0.
-func (e *ensurer) schemaFromHistory() int {
+// installMessage is the message of the install commit: the schema, and the
+// server when the spec names it, so that the history says whose home it is
+// if the stamp is lost.
+func installMessage(schema int, server string) string {
+	if server == "" {
+		return fmt.Sprintf("install: schema %d", schema)
+	}
+	return fmt.Sprintf("install: schema %d of server %q", schema, server)
+}
+
+// fromHistory returns the schema named by the newest install or migrate
+// commit of config/, and the server named by the newest install commit
+// that names one; 0 and "" when there are none or config/ does not read.
+func (e *ensurer) fromHistory() (schema int, server string) {
 	if _, err := os.Stat(filepath.Join(e.config, ".git")); err != nil {
-		return 0
+		return 0, ""
 	}
 	store, err := gitstore.Open(e.config, e.gitOptions())
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	defer store.Close()
 	commits, err := store.History("", 0)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	for _, c := range commits {
-		if m := schemaMsg.FindStringSubmatch(c.Message); m != nil {
-			n, _ := strconv.Atoi(m[1] + m[2])
-			return n
+		if m := schemaMsg.FindStringSubmatch(c.Message); m != nil && schema == 0 {
+			schema, _ = strconv.Atoi(m[1] + m[2])
+		}
+		if m := serverMsg.FindStringSubmatch(c.Message); m != nil {
+			server, _ = strconv.Unquote(m[1])
+			break // older commits are of the same home or an earlier install
 		}
 	}
-	return 0
+	return schema, server
 }
