@@ -2,7 +2,11 @@ package lifecycle
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
@@ -15,7 +19,10 @@ import (
 // home's lock (`mcpkeep doctor` without --fix): the home's socket
 // (<home>/mcp.sock, or the path outside the home that a home whose path is
 // too long for a socket address gets) and the one the home's state file
-// names, each if it is a socket nothing listens on. While the home's PID
+// names, each if it is a socket nothing listens on, and after each the
+// temporary sockets beside it that nothing listens on (.mcp.sock.*: a
+// writer killed between binding its socket and renaming it into place
+// leaves one, with or without a socket at the path). While the home's PID
 // lock file or state file names a running process it returns none: a
 // writer holds the home, and its socket is live or about to be (a process
 // that exited and is not reaped yet, a zombie, holds nothing). It changes
@@ -35,7 +42,7 @@ func StaleSockets(home string) []string {
 		return nil
 	}
 	var stale []string
-	for _, p := range socketPaths(abs, s) {
+	for _, p := range withTemps(socketPaths(abs, s)) {
 		if attach.IsStale(p) {
 			stale = append(stale, p)
 		}
@@ -44,14 +51,15 @@ func StaleSockets(home string) []string {
 }
 
 // RemoveStaleSockets removes the sockets StaleSockets finds in the locked
-// home, and the temporary ones beside them, and returns the paths it
+// home, the temporary ones beside them included, and returns the paths it
 // removed; the PID lock file names the lock's holder now, so it is not
 // looked at. The lock is what makes removing them safe: no writer of the
 // home runs, and none can start and bind a socket meanwhile. A socket
-// something listens on is left alone all the same, and so is everything
-// while the state file names a live process. Call it before the state
-// file is moved aside (recovery.Run does that), since the path it names
-// may be the only record of a socket outside the home.
+// something listens on is left alone all the same, and so is anything
+// that is not a socket, and everything while the state file names a live
+// process. Call it before the state file is moved aside (recovery.Run does
+// that), since the path it names may be the only record of a socket
+// outside the home.
 func (l *HomeLock) RemoveStaleSockets() ([]string, error) {
 	s, _ := statefile.Read(filepath.Join(l.home, statefile.FileName))
 	if s.Alive() {
@@ -59,14 +67,49 @@ func (l *HomeLock) RemoveStaleSockets() ([]string, error) {
 	}
 	var removed []string
 	var errs []error
-	for _, p := range socketPaths(l.home, s) {
-		ok, err := attach.RemoveStale(p)
+	for _, p := range withTemps(socketPaths(l.home, s)) {
+		ok, err := removeStale(p)
 		if ok {
 			removed = append(removed, p)
 		}
 		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// removeStale removes the socket at path if nothing listens on it
+// (attach.IsStale), and reports whether it did. It removes path alone:
+// attach.RemoveStale also removes the temporary sockets beside path
+// without dialling them, where RemoveStaleSockets dials each.
+func removeStale(path string) (bool, error) {
+	if !attach.IsStale(path) {
+		return false, nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("lifecycle: remove the stale socket: %w", err)
+	}
+	return true, nil
+}
+
+// withTemps returns paths, each socket path followed by the entries
+// beside it that carry a temporary name attach.Listen binds it under,
+// ".<name>.<random hex>" (.mcp.sock.0a1b2c3d), in name order, whatever
+// they are: the caller dials each. It reads each directory rather than
+// globbing, since a home's path may hold a pattern's metacharacters; a
+// directory it cannot read now has no temporary socket to report.
+func withTemps(paths []string) []string {
+	var all []string
+	for _, p := range paths {
+		all = append(all, p)
+		dir, prefix := filepath.Dir(p), "."+filepath.Base(p)+"."
+		entries, _ := os.ReadDir(dir) // sorted by name
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), prefix) {
+				all = append(all, filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	return all
 }
 
 // socketPaths returns where a writer of home, whose state file (if any)

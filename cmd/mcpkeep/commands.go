@@ -589,7 +589,9 @@ const kindStaleLock = "stale-lock"
 
 // kindStaleSocket is the kind of doctor's finding of an attach socket a
 // writer that is not running left, in the home or, for a home whose path
-// is too long for a socket address, where its state file says.
+// is too long for a socket address, where its state file says; or of a
+// temporary socket beside it (.mcp.sock.*), which a writer killed between
+// binding its socket and renaming it into place leaves.
 const kindStaleSocket = "stale-socket"
 
 // staleSocket returns doctor's finding of the stale socket at path, with

@@ -859,10 +859,10 @@ func statusProblems(t *testing.T, isJSON bool, r result) []string {
 }
 
 // TestDoctorStaleSocket: the sockets a writer that is not running left,
-// in the home and at the path outside it its state file names, are
-// findings: without --fix doctor reports them and changes nothing; with
-// --fix they are removed and reported. A socket something listens on is
-// neither.
+// in the home and at the path outside it its state file names, and a
+// temporary one left alone, are findings: without --fix doctor reports
+// them and changes nothing; with --fix they are removed and reported. A
+// socket something listens on is neither.
 func TestDoctorStaleSocket(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -906,6 +906,42 @@ func TestDoctorStaleSocket(t *testing.T) {
 			for _, p := range []string{inside, outside} {
 				assert.NoFileExists(t, p)
 			}
+			r = mcpkeep(t, "doctor", "--home", home)
+			assert.Equal(t, exitOK, r.code, r.stdout)
+		})
+	}
+	// A writer killed between binding its socket and renaming it into
+	// place leaves a temporary socket, and no socket at the path.
+	for _, m := range modes {
+		t.Run("temporary/"+m.name, func(t *testing.T) {
+			home := installed(t)
+			const temp = ".mcp.sock.0a1b2c3d"
+			tempPath := filepath.Join(home, temp)
+			dead := exec.Command("true")
+			require.NoError(t, dead.Run())
+			require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(dead.Process.Pid)+"\n"), 0o600))
+			mcptest.DeadSocket(t, tempPath, false)
+			want := []string{"stale-lock", "stale-socket"}
+
+			r := mcpkeep(t, append([]string{"doctor", "--home", home}, m.args...)...)
+			assert.Equal(t, exitError, r.code, "problems found")
+			assert.Contains(t, r.stderr, "doctor --fix")
+			assert.Equal(t, want, findings(t, m.args != nil, r))
+			if m.args == nil {
+				assert.Contains(t, r.stdout, "\nstale-socket "+temp+": would be removed (nothing listens on it: ")
+			} else {
+				assert.Equal(t, temp, decode[recovery.Report](t, r).Findings[1].Path)
+			}
+			_, err := os.Lstat(tempPath)
+			assert.NoError(t, err, "without --fix nothing changes")
+
+			r = mcpkeep(t, append([]string{"doctor", "--home", home, "--fix"}, m.args...)...)
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Equal(t, want, findings(t, m.args != nil, r))
+			if m.args == nil {
+				assert.Contains(t, r.stdout, "\nstale-socket "+temp+": removed (")
+			}
+			assert.NoFileExists(t, tempPath)
 			r = mcpkeep(t, "doctor", "--home", home)
 			assert.Equal(t, exitOK, r.code, r.stdout)
 		})
