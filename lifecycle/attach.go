@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
@@ -27,6 +28,13 @@ const CodeOutcomeUnknown = attach.CodeOutcomeUnknown
 // for a writer to answer at its socket: the writer may be starting (a first
 // install, recovery of a large history) or handing over.
 const attachWait = 30 * time.Second
+
+// attachQuiet is how long connect waits for the writer without a word,
+// and attachSayEvery how often it says it waits after that.
+const (
+	attachQuiet    = time.Second
+	attachSayEvery = 5 * time.Second
+)
 
 // errClientGone: the client went away while no writer was reachable.
 var errClientGone = errors.New("lifecycle: the client went away")
@@ -93,8 +101,10 @@ func (h *Harness) attach(ctx context.Context, locked error) error {
 // clients or refuses this one, with an error that matches ErrLocked.
 func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.Hello, locked error) (*HomeLock, *attach.Conn, error) {
 	home := h.opts.Home
-	deadline := time.Now().Add(attachWait)
+	start := time.Now()
+	deadline := start.Add(attachWait)
 	delay := time.Millisecond
+	defer h.sayWaiting(locked)()
 	for {
 		lock, err := TryLock(home)
 		if err == nil {
@@ -108,7 +118,13 @@ func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.
 		if !ok {
 			return nil, nil, fmt.Errorf("%w; it takes no attached clients (it runs exclusive, or on an older mcpkeep): stop it or use another home", locked)
 		}
-		conn, err := attach.Dial(ctx, path, me)
+		conn, err := dial(ctx, fwd, start.Add(attachQuiet), path, me)
+		switch {
+		case errors.Is(err, errClientGone):
+			return nil, nil, err
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		}
 		if err == nil {
 			// A writer of an older build does not judge the name.
 			if reason := attach.OtherServer(me.Name, conn.Writer.Name); reason != "" {
@@ -134,6 +150,76 @@ func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.
 		case <-t.C:
 		}
 		delay = min(2*delay, 10*time.Millisecond)
+	}
+}
+
+// dial is attach.Dial that the client's end ends too, with errClientGone,
+// once the connect that calls it began patience ago: a writer that takes
+// the connection and does not answer (stopped, frozen) must not keep a
+// process whose client has gone alive for the hello's timeout. Before
+// that, a dial runs to its end whatever the client does: a client that
+// sends its requests and closes its stdin still gets their answers from
+// a writer that answers, as they all do within milliseconds.
+func dial(ctx context.Context, fwd *attach.Forwarder, patience time.Time, path string, me attach.Hello) (*attach.Conn, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-fwd.Gone():
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(time.Until(patience))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(errClientGone)
+		case <-ctx.Done():
+		}
+	}()
+	conn, err := attach.Dial(ctx, path, me)
+	if cause := context.Cause(ctx); errors.Is(cause, errClientGone) {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, errClientGone
+	}
+	return conn, err
+}
+
+// sayWaiting logs, once connect has waited attachQuiet and every
+// attachSayEvery after that, that the home's writer does not answer, until
+// the function it returns is called. A writer that starts or hands over
+// answers within milliseconds; one that does not for a second is stopped,
+// frozen or overloaded, and the client waits on this process meanwhile.
+func (h *Harness) sayWaiting(locked error) (stop func()) {
+	pid := 0
+	if le := (*LockedError)(nil); errors.As(locked, &le) {
+		pid = le.PID
+	}
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(attachQuiet, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		h.log.Warn("the home's writer does not answer at its socket; waiting for it",
+			"writer_pid", pid, "waited", time.Since(start).Round(100*time.Millisecond), "gives_up_after", attachWait)
+		t.Reset(attachSayEvery)
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 

@@ -2,7 +2,9 @@ package lifecycle_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -314,4 +316,46 @@ func TestRunRefusesAnotherServersHome(t *testing.T) {
 	h, err = lifecycle.New(opts)
 	require.NoError(t, err)
 	require.NoError(t, h.Run(t.Context()), "its own server starts on it")
+}
+
+// TestRunSaysItWaitsForAFrozenWriter: a launch on a home whose writer holds
+// the lock but does not answer at its socket (stopped with SIGSTOP, hung)
+// says so in its log while it waits, naming the writer's PID, rather than
+// keeping silent until it gives up; and its client's end still ends it.
+func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
+	opts := options(t)
+	lock, err := lifecycle.TryLock(opts.Home)
+	require.NoError(t, err)
+	defer lock.Unlock()
+	// A socket that takes connections and never says hello, as a frozen
+	// writer's does: the kernel queues the connection.
+	ln, err := net.Listen("unix", filepath.Join(opts.Home, "mcp.sock"))
+	require.NoError(t, err)
+	defer ln.Close()
+
+	var l logs
+	opts.Logger = slog.New(&l)
+	stdin, client := io.Pipe()
+	opts.Stdin, opts.Stdout = stdin, io.Discard
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- h.Run(t.Context()) }()
+
+	const msg = "the home's writer does not answer at its socket; waiting for it"
+	deadline := time.Now().Add(hangAfter)
+	for len(l.Find(slog.LevelWarn, msg)) == 0 {
+		require.True(t, time.Now().Before(deadline), "no word of the wait")
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := l.Find(slog.LevelWarn, msg)[0]
+	assert.Equal(t, strconv.Itoa(os.Getpid()), mcptest.Attr(r, "writer_pid"))
+
+	client.Close()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "the client went: nothing to wait for")
+	case <-time.After(hangAfter):
+		t.Fatal("Run kept waiting after its client had gone")
+	}
 }

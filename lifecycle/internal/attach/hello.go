@@ -87,26 +87,35 @@ func (c *Conn) Close() error { return c.c.Close() }
 // Dial connects to the writer listening at path, checks that it runs as
 // this user, and exchanges hellos: me is what this process says of itself.
 // A missing or stale socket gives an error matching ErrNoWriter; a writer
-// that does not take this process a *RefusedError.
+// that does not take this process a *RefusedError. The end of ctx ends the
+// hello too, for a writer that takes the connection and never answers.
 func Dial(ctx context.Context, path string, me Hello) (*Conn, error) {
 	uc, err := dial(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	c := &Conn{c: uc, r: bufio.NewReader(uc)}
-	if err := c.hello(me); err != nil {
+	if err := c.hello(ctx, me); err != nil {
 		uc.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Conn) hello(me Hello) error {
+func (c *Conn) hello(ctx context.Context, me Hello) (err error) {
 	if err := failpoint.Hit("attach.before-hello"); err != nil {
 		return err
 	}
 	c.c.SetDeadline(time.Now().Add(HelloTimeout))
 	defer c.c.SetDeadline(time.Time{})
+	// ctx's end moves the deadline to the past. Once that may have run,
+	// the deadline cannot be trusted, and ctx's error is the answer.
+	stop := context.AfterFunc(ctx, func() { c.c.SetDeadline(time.Unix(1, 0)) })
+	defer func() {
+		if !stop() && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+	}()
 	me.Attach = ProtocolVersion
 	if err := writeHello(c.c, me); err != nil {
 		return fmt.Errorf("%w: hello: %w", ErrNoWriter, err)
