@@ -48,9 +48,19 @@ const (
 	// set the threshold low in the server under test.
 	PhasePack Phase = failpoint.Pack
 	// PhaseAttach: a second process on a home in use attaching to its
-	// writer, and the handover when the writer goes. Drive must start a
-	// second process (with Iteration.Failpoints) while the first serves,
-	// then stop the first so that the second takes over.
+	// writer, and the handover when the writer goes. Once the first
+	// process serves (it has answered its client's initialize), Drive must
+	// start a second one on the same home with crashtest.Start, Drive's ctx
+	// and Iteration.Failpoints: Run counts a failpoint that kills either
+	// process. Start arms the first one too, which is the writer and
+	// reaches attach.writer-after-hello, attach.writer-before-goodbye and
+	// lifecycle.handover-before-drain; the second reaches the others. Then
+	// Drive must have the second one's client initialize and wait for the
+	// answer, stop the first (close its stdin) so that the second takes
+	// over, and make a change through the second. attach.before-replay
+	// needs a client that sends initialize: one of a protocol before
+	// 2026-07-28 (the go-sdk client's ClientSessionOptions.ProtocolVersion
+	// "2025-11-25", say).
 	PhaseAttach Phase = failpoint.Attach
 	// PhaseElect: a writer elected among hosts (lifecycle.Options.Elector,
 	// such as package lifecycle/etcdlock's) taking office, acknowledging a
@@ -182,7 +192,8 @@ func hint(name string, p Phase, listed, prepared bool) string {
 	case PhasePack:
 		h = "Drive must make more changes than Spec.Git.PackThreshold of the server under test"
 	case PhaseAttach:
-		h = "when Iteration.Phase is PhaseAttach, Drive must start a second process with Iteration.Failpoints while the first serves, then stop the first"
+		h = "when Iteration.Phase is PhaseAttach, Drive must start a second process on the home, with crashtest.Start, Drive's ctx and Iteration.Failpoints, once the first serves, " +
+			"then stop the first so that the second takes over (see PhaseAttach)"
 	case PhaseElect:
 		h = "when Iteration.Phase is PhaseElect, Start must start a server with lifecycle.Options.Elector, and Drive must make a change and stop it cleanly"
 	case PhaseRemote:

@@ -98,16 +98,21 @@ type Process struct {
 	err      error // valid once done is closed
 	sentKill atomic.Bool
 	release  sync.Once
+	armed    map[string]failpoint.Action // Cmd.Failpoints
 }
 
 // Start starts the process c describes, with the failpoints c.Failpoints
 // armed. The process is SIGKILLed when ctx is done, so ctx bounds its life
-// and that of Wait.
+// and that of Wait. Started with a context Run passed to a Plan's function
+// (or one derived from it), the process is the iteration's: a failpoint
+// armed in it that kills it counts as fired, and Run kills it, if it still
+// runs, when the iteration ends.
 func Start(ctx context.Context, c Cmd) (*Process, error) {
 	if c.Path == "" {
 		return nil, errors.New("crashtest: Start needs Cmd.Path: build the binary with Build or give its path")
 	}
-	if _, err := failpoint.Parse(c.Failpoints); err != nil {
+	armed, err := failpoint.Parse(c.Failpoints)
+	if err != nil {
 		return nil, fmt.Errorf("crashtest: Cmd.Failpoints %q: %w", c.Failpoints, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -117,7 +122,7 @@ func Start(ctx context.Context, c Cmd) (*Process, error) {
 	cmd.Dir = c.Dir
 	cmd.Env = append(append(os.Environ(), c.Env...), failpoint.EnvVar+"="+c.Failpoints)
 	cmd.WaitDelay = time.Second // a grandchild holding stderr open must not hang Wait
-	p := &Process{path: c.Path, cmd: cmd, done: make(chan struct{})}
+	p := &Process{path: c.Path, cmd: cmd, done: make(chan struct{}), armed: armed}
 
 	var childEnds []*os.File
 	closeAll := func() {
@@ -167,6 +172,7 @@ func Start(ctx context.Context, c Cmd) (*Process, error) {
 		stop()
 		close(p.done)
 	}()
+	record(ctx, p)
 	return p, nil
 }
 

@@ -29,7 +29,10 @@ type Plan struct {
 	// "name=kill" (the first hit kills). The iterations after them kill the
 	// process after a random delay instead. Failpoints lists the toolkit's
 	// names and the phases that reach them; FailpointsIn(Phases...) gives
-	// every name this plan's phases reach.
+	// every name this plan's phases reach. A failpoint fires when it kills
+	// the Process Start returned, or any other process that the plan's
+	// functions start with crashtest.Start, the ctx Run gave them and the
+	// failpoint armed (PhaseAttach's second process).
 	Failpoints []string
 
 	// Phases are the parts of a server's life the Plan's functions can set
@@ -67,8 +70,10 @@ type Plan struct {
 	// records what the process acknowledged for Check. A process dying
 	// under Drive is the point of the exercise, not an error: Drive returns
 	// an error only for a broken invariant it saw, which is a violation.
-	// Whatever still runs when Drive returns is killed. Nil waits for the
-	// process to die.
+	// The process, if it still runs when Drive returns, is killed. Nil
+	// waits for the process to die. Drive may start more processes with
+	// crashtest.Start and ctx: Run kills them, if they still run, when the
+	// iteration ends.
 	Drive func(ctx context.Context, it *Iteration, p *Process) error
 
 	// Restart runs after each crash: typically it starts the binary again
@@ -225,12 +230,19 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 				it.Phase = plan.Phases[(n-len(plan.Failpoints))%len(plan.Phases)]
 			}
 		}
-		crashed, self, prep, errs := runOne(ctx, &plan, it)
+		var procs started
+		crashed, self, prep, errs := runOne(ctx, &plan, it, &procs)
+		procs.end()
 		if err := ctx.Err(); err != nil {
 			return finish(log, sum, &plan, fired, armedIn, prepared), err // its findings are the cancellation's
 		}
 		if prep && it.Failpoint != "" {
 			prepared[it.Failpoint] = true
+		}
+		if it.Failpoint != "" && procs.fired(it.Failpoint) {
+			// One of the iteration's processes crashed at it: one
+			// Drive started, such as PhaseAttach's second one.
+			crashed, self = true, true
 		}
 		sum.Iterations++
 		if crashed {
@@ -272,11 +284,12 @@ func finish(log Logger, sum Summary, plan *Plan, fired map[string]bool, armedIn 
 	return sum
 }
 
-// runOne runs one iteration and reports whether the process died by
-// SIGKILL, whether it killed itself (its failpoint fired), whether the
-// run preparing a PhaseRecovery iteration crashed in a change, and the
-// violations found.
-func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self, prepared bool, errs []error) {
+// runOne runs one iteration and reports whether the process Start
+// returned died by SIGKILL, whether it killed itself (its failpoint
+// fired), whether the run preparing a PhaseRecovery iteration crashed in a
+// change, and the violations found. procs records the processes started
+// with the iteration's context after the preparing run.
+func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (crashed, self, prepared bool, errs []error) {
 	ctx, cancel := context.WithTimeout(ctx, plan.Timeout)
 	defer cancel()
 	timedOut := func() bool {
@@ -296,6 +309,7 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration) (crashed, self, prep
 			return false, false, prepared, errs
 		}
 	}
+	ctx = withStarted(ctx, procs)
 	p, err := plan.Start(ctx, it)
 	if err != nil {
 		return false, false, prepared, []error{fmt.Errorf("start: %w", err)}

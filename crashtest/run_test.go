@@ -295,3 +295,60 @@ func TestRunRejectsPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCountsProcessesDriveStarts: a failpoint that kills a process
+// Drive started with its ctx (PhaseAttach's second process) fired, as one
+// that kills Start's does; one armed with another point, or started with
+// another context, does not count; and Run kills what Drive left running
+// when the iteration ends.
+func TestRunCountsProcessesDriveStarts(t *testing.T) {
+	dir := t.TempDir()
+	var left []*crashtest.Process
+	start := func(ctx context.Context, file, failpoints string) (*crashtest.Process, error) {
+		return crashtest.Start(ctx, crashtest.Cmd{Path: testprog, Args: []string{"-file", filepath.Join(dir, file)}, Failpoints: failpoints})
+	}
+	// crash starts a second process armed with failpoints and feeds it
+	// a line, which its failpoint kills it before writing.
+	crash := func(ctx context.Context, it *crashtest.Iteration, failpoints string) error {
+		p2, err := start(ctx, fmt.Sprintf("second-%d", it.N), failpoints)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(p2.Stdin(), "line")
+		if err := p2.Wait(); !errors.Is(err, crashtest.ErrKilled) {
+			return fmt.Errorf("the second process was not killed: %v", err)
+		}
+		return nil
+	}
+	plan := crashtest.Plan{
+		Failpoints: []string{"atomicfile.before-write", "atomicfile.before-rename", "atomicfile.before-fsync"},
+		Seed:       1,
+		Start: func(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+			return start(ctx, "first", it.Failpoints) // given nothing to write: never reaches its point
+		},
+		Drive: func(ctx context.Context, it *crashtest.Iteration, p *crashtest.Process) error {
+			switch it.N {
+			case 0:
+				p3, err := start(ctx, "third", "") // left running
+				if err != nil {
+					return err
+				}
+				left = append(left, p3)
+				return crash(ctx, it, it.Failpoints)
+			case 1:
+				return crash(ctx, it, "atomicfile.before-write=kill") // not the iteration's point
+			default:
+				return crash(context.WithoutCancel(t.Context()), it, it.Failpoints) // not the iteration's context
+			}
+		},
+	}
+	sum, err := crashtest.Run(t.Context(), t, plan)
+	require.NoError(t, err)
+	require.NoError(t, sum.Err())
+	assert.Equal(t, 1, sum.Failpoints)
+	assert.Equal(t, []string{"atomicfile.before-rename", "atomicfile.before-fsync"}, sum.Unfired)
+	assert.Equal(t, 3, sum.Crashes)
+	require.Len(t, left, 1)
+	assert.True(t, left[0].Exited(), "what Drive left running ends with the iteration")
+	assert.True(t, left[0].Killed())
+}
