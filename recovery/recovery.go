@@ -116,15 +116,22 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, "home %s: %s %d:", r.Home, verb, len(r.Findings))
 	for _, f := range r.Findings {
-		fmt.Fprintf(&b, "\n%s %s: %s", f.Kind, f.Path, f.Action)
-		if f.Detail != "" {
-			fmt.Fprintf(&b, " (%s)", f.Detail)
-		}
-		if f.Remedy != "" {
-			fmt.Fprintf(&b, "; %s", f.Remedy)
-		}
+		b.WriteString("\n" + f.String())
 	}
 	return b.String()
+}
+
+// String renders the finding as one line of Report.String: its kind,
+// path and action, then its detail in parentheses and its remedy.
+func (f Finding) String() string {
+	s := f.Kind + " " + f.Path + ": " + f.Action
+	if f.Detail != "" {
+		s += " (" + f.Detail + ")"
+	}
+	if f.Remedy != "" {
+		s += "; " + f.Remedy
+	}
+	return s
 }
 
 // MarshalJSON renders findings as [] rather than null when there are none.

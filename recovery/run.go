@@ -494,20 +494,12 @@ func (r *runner) config(ctx context.Context) error {
 		return nil
 	}
 	r.store = store // RunAndOpen's caller, or Run, closes it
-	for _, msg := range store.Repairs() {
-		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
-	}
+	r.repairs(store)
 	if err := r.conflicts(store, configDir); err != nil {
 		return err
 	}
-	files, err := configFiles(configDir)
-	if err != nil {
+	if err := r.checkFiles(store, configDir); err != nil {
 		return err
-	}
-	for _, rel := range files {
-		if err := r.checkFile(store, configDir, rel); err != nil {
-			return err
-		}
 	}
 	if r.unreadable > 0 || r.refused > 0 && r.opts.DryRun {
 		// A commit needs every file of the tree; each unreadable one is
@@ -532,6 +524,28 @@ func (r *runner) config(ctx context.Context) error {
 		f.Action = "committed as " + shortHash(hash)
 	}
 	r.add(f)
+	return nil
+}
+
+// repairs adds a finding for each of the repairs opening store made, or
+// in a dry run would make, to the config repository.
+func (r *runner) repairs(store *gitstore.Store) {
+	for _, msg := range store.Repairs() {
+		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
+	}
+}
+
+// checkFiles checks each config file in configDir (checkFile).
+func (r *runner) checkFiles(store *gitstore.Store, configDir string) error {
+	files, err := configFiles(configDir)
+	if err != nil {
+		return err
+	}
+	for _, rel := range files {
+		if err := r.checkFile(store, configDir, rel); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -90,9 +90,15 @@ type configOut struct {
 	Dirty bool   `json:"dirty"`
 }
 
+// stateUnknown is statusOut.State for a home whose stamp, or the home
+// itself, cannot be read: a problem says why.
+const stateUnknown = "unknown"
+
 type statusOut struct {
-	Home           string     `json:"home"`
-	Installed      bool       `json:"installed"`
+	Home      string `json:"home"`
+	Installed bool   `json:"installed"`
+	// State is bootstrap's state of the home (fresh, ready, incomplete,
+	// ...), or "unknown" when its stamp or the home cannot be read.
 	State          string     `json:"state"`
 	Detail         string     `json:"detail,omitempty"` // why the home is not installed
 	Schema         int        `json:"schema,omitempty"`
@@ -147,10 +153,16 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	}
 	out := statusOut{Home: abs}
 	info, err := bootstrap.Detect(abs, 0)
-	if err != nil {
-		out.Problems = append(out.Problems, oneLine(err))
-	}
 	out.State, out.Detail = info.State.String(), info.Detail
+	if f, ok := stampFinding(abs, info, err); ok {
+		out.Problems = append(out.Problems, findingProblem(f))
+		switch {
+		case err != nil:
+			out.State, out.Detail = stateUnknown, "the stamp or the home cannot be read: see the problems"
+		case f.Kind == kindLostStamp:
+			out.Detail = f.Detail
+		}
+	}
 	out.Installed = info.State == bootstrap.Ready || info.State == bootstrap.NeedsUpgrade || info.State == bootstrap.TooNew
 	out.Schema, out.ToolkitVersion, out.InstalledAt, out.LastBootAt, out.Boots =
 		info.Schema, info.ToolkitVersion, info.InstalledAt, info.LastBootAt, info.Boots
@@ -195,10 +207,30 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		if out.Remote == nil {
 			out.Remote = lastSeen(store)
 		}
+		// What doctor would find in the repository and the config files,
+		// as doctor words it, but for what opening the repository beside
+		// a live writer finds: its change in flight, which it completes.
+		writing := (out.Lock != nil && out.Lock.Alive) || (out.Server != nil && out.Server.Alive)
+		report, ierr := recovery.Inspect(store, recovery.Options{Home: abs, MaxFileSize: info.MaxFileSize})
 		store.Close()
-		if err := errors.Join(herr, derr); err != nil {
+		unknown := false // whether dirty is unknown, for a file it cannot read
+		for _, f := range report.Findings {
+			switch f.Kind {
+			case recovery.KindGitRepair:
+				if writing {
+					continue
+				}
+			case recovery.KindRefusedFile, recovery.KindUnreadableFile:
+				unknown = derr != nil // its scan failed on the file: the finding says why
+			}
+			out.Problems = append(out.Problems, findingProblem(f))
+		}
+		if unknown {
+			derr = nil
+		}
+		if err := errors.Join(herr, derr, ierr); err != nil {
 			out.Problems = append(out.Problems, oneLine(err))
-		} else {
+		} else if !unknown {
 			out.Config = &configOut{Head: head, Dirty: dirty}
 		}
 	} else if out.Installed {
@@ -211,6 +243,16 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d problem(s) found in %s, listed in the output", n, abs)
 	}
 	return nil
+}
+
+// findingProblem is status's problem for f, a finding doctor makes too:
+// the line doctor prints for it, and who does what it would do.
+func findingProblem(f recovery.Finding) string {
+	p := flat(f.String())
+	if !f.NeedsUser && f.Action != "none" {
+		p += " (the next start, or `mcpkeep doctor --fix`, does that)"
+	}
+	return p
 }
 
 // staleLockProblem is status's problem of a PID lock file that names pid,
@@ -228,6 +270,8 @@ func statusText(o statusOut) string {
 	if o.Installed {
 		fmt.Fprintf(&b, "installed: yes, schema %d (toolkit %s) on %s; %s, last %s\n", o.Schema, o.ToolkitVersion,
 			o.InstalledAt.Local().Format(time.DateTime), count(o.Boots, "boot"), o.LastBootAt.Local().Format(time.DateTime))
+	} else if o.State == stateUnknown {
+		fmt.Fprintf(&b, "installed: unknown (%s)\n", o.Detail)
 	} else if o.Detail != "" {
 		fmt.Fprintf(&b, "installed: no (%s: %s)\n", o.State, o.Detail)
 	} else {
@@ -534,7 +578,11 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := recovery.Options{Home: abs, DryRun: !*fix, MaxFileSize: lifecycle.HomeMaxFileSize(abs)}
-	var writerFindings []recovery.Finding // what a dead writer left that recovery does not look at
+	var writerFindings []recovery.Finding // what recovery does not look at: the stamp, what a dead writer left
+	info, derr := bootstrap.Detect(abs, 0)
+	if f, ok := stampFinding(abs, info, derr); ok {
+		writerFindings = append(writerFindings, f)
+	}
 	if *fix {
 		lock, err := lifecycle.TryLock(abs)
 		if err != nil {

@@ -51,7 +51,7 @@ func TestStatusAndDoctorOnPipes(t *testing.T) {
 	r := mcpkeepWithin(t, "status", "--home", home)
 	assert.Equal(t, exitError, r.code, "problems listed: %s", r.stdout)
 	assert.Contains(t, r.stdout, ".lock is a named pipe (fifo), not a regular file")
-	assert.Contains(t, r.stdout, "pipe.yaml is a named pipe (fifo)")
+	assert.Contains(t, r.stdout, "problem:   "+recovery.KindRefusedFile+" config/personas/pipe.yaml: would be quarantined to backups/ (a named pipe (fifo)")
 
 	r = mcpkeepWithin(t, "doctor", "--home", home)
 	assert.Equal(t, exitError, r.code)
