@@ -55,3 +55,52 @@ func TestInspect(t *testing.T) {
 	_, err = recovery.Inspect(nil, recovery.Options{Home: home})
 	assert.Error(t, err, "a nil store is the caller's error, not a panic")
 }
+
+// TestMissingHEAD: a .git/HEAD that is missing is reported as missing,
+// in a dry run, by Inspect and by the repair; one that is empty, as what
+// it held.
+func TestMissingHEAD(t *testing.T) {
+	for name, tc := range map[string]struct {
+		damage      func(path string) error
+		dry, repair string
+	}{
+		"missing": {os.Remove, "would write the missing .git/HEAD", "wrote the missing .git/HEAD"},
+		"empty": {func(path string) error { return os.WriteFile(path, nil, 0o644) },
+			`would rewrite .git/HEAD (was "")`, `rewrote .git/HEAD (was "")`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			config := filepath.Join(home, "config")
+			require.NoError(t, os.MkdirAll(config, 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(config, "a.yaml"), []byte("a: 1\n"), 0o600))
+			s, err := gitstore.Init(config, nil)
+			require.NoError(t, err)
+			_, err = s.Commit("install")
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			require.NoError(t, os.MkdirAll(filepath.Join(home, recovery.CheckpointsDir), 0o700))
+			require.NoError(t, os.MkdirAll(filepath.Join(home, recovery.BackupsDir), 0o700))
+			require.NoError(t, tc.damage(filepath.Join(config, ".git", "HEAD")))
+			actions := func(r recovery.Report) []string {
+				var got []string
+				for _, f := range r.Findings {
+					got = append(got, f.Action)
+				}
+				return got
+			}
+
+			store, err := gitstore.Open(config, &gitstore.Options{ReadOnly: true})
+			require.NoError(t, err)
+			inspected, err := recovery.Inspect(store, recovery.Options{Home: home})
+			require.NoError(t, store.Close())
+			require.NoError(t, err)
+			assert.Equal(t, []string{tc.dry}, actions(inspected))
+			dry, err := recovery.Run(t.Context(), recovery.Options{Home: home, DryRun: true})
+			require.NoError(t, err)
+			assert.Equal(t, []string{tc.dry}, actions(dry))
+			fixed, err := recovery.Run(t.Context(), recovery.Options{Home: home})
+			require.NoError(t, err)
+			assert.Equal(t, []string{tc.repair}, actions(fixed))
+		})
+	}
+}

@@ -47,6 +47,7 @@ func TestStatusAgreesWithDoctor(t *testing.T) {
 			require.NoError(t, os.Remove(filepath.Join(home, "config", ".git", "HEAD")))
 		}, recovery.KindGitRepair, false},
 	} {
+		says := map[string]string{"missing .git/HEAD": "would write the missing .git/HEAD"}[tc.name]
 		t.Run(tc.name, func(t *testing.T) {
 			home := installed(t)
 			run := func(args ...string) result { return mcpkeep(t, args...) }
@@ -65,6 +66,7 @@ func TestStatusAgreesWithDoctor(t *testing.T) {
 				}
 			}
 			require.NotEmpty(t, line, "no %s finding:\n%s", tc.kind, r.stdout)
+			assert.Contains(t, line, says)
 
 			for _, m := range modes {
 				r := run(append([]string{"status", "--home", home}, m.args...)...)
