@@ -16,8 +16,9 @@ import (
 	"github.com/mcpkeep/mcpkeep/crashtest"
 )
 
-// testprog is the path of crashtest/internal/testprog, built once by TestMain.
-var testprog string
+// testprog is the path of crashtest/internal/testprog, built once by
+// TestMain in binDir.
+var testprog, binDir string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "crashtest-")
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	binDir = dir
 	testprog, err = crashtest.Build(context.Background(), "./internal/testprog", dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -77,9 +77,10 @@ var Reach = map[string]Reached{
 	"recovery.before-done":          {Note: "only by a program that changes files under recovery.Begin's checkpoints itself; lifecycle.Env.Update does not"},
 	"recovery.during-rollback":      {Note: "only by a program that changes files under recovery.Begin's checkpoints itself; lifecycle.Env.Update does not"},
 
-	"attach.before-hello":          {Phases: []string{Attach}},
-	"attach.writer-after-hello":    {Phases: []string{Attach}},
-	"attach.before-replay":         {Phases: []string{Attach}},
+	"attach.before-hello":       {Phases: []string{Attach}},
+	"attach.writer-after-hello": {Phases: []string{Attach}},
+	"attach.before-replay": {Phases: []string{Attach},
+		Note: "only with a client that sent initialize (a protocol before 2026-07-28), by the process it reaches the writer through, once that process has taken over or attached to another writer"},
 	"attach.writer-before-goodbye": {Phases: []string{Attach}},
 
 	"lifecycle.lock-after-flock":       {Phases: []string{Restart, Install}},
