@@ -111,6 +111,32 @@ func CheckHome(home string) error {
 		home, bootstrap.VersionFile, bootstrap.ConfigDir, notHomeFix)
 }
 
+// CheckNewHome is CheckHome for a tool that also reports on a home not
+// installed yet, such as `mcpkeep status`: it passes what CheckHome
+// passes, an empty directory (a server's first start installs a home
+// there), and a directory that holds nothing but a home's own entries (an
+// install a crash interrupted, which the next start finishes). It
+// refuses, with CheckHome's error, every other path: a missing one, a
+// file, and a directory that also holds other files (the user's home
+// directory, /tmp), where a server would refuse to install a home. It
+// only reads.
+func CheckNewHome(home string) error {
+	err := CheckHome(home)
+	if err == nil || !errors.Is(err, ErrNotHome) || home == "" || startsWithTilde(home) {
+		return err
+	}
+	entries, rerr := os.ReadDir(home)
+	if rerr != nil {
+		return err // missing, or not a directory
+	}
+	for _, e := range entries {
+		if !inLayout(e.Name(), nil) {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkInstalled is CheckHome for OpenHome, which also refuses a stamped
 // home without its config repository, whose install a start finishes.
 func checkInstalled(home string) error {

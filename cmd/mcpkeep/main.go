@@ -286,19 +286,17 @@ func defaultHome() string {
 // errNoHome is the usage error for an empty --home.
 var errNoHome = &usageError{"no home: pass --home DIR or set MCPKEEP_HOME"}
 
-// checkHome is lifecycle.CheckHome for status, which reports on any
-// directory, installed or not: it refuses only a path that is not a
-// directory or starts with ~, which only a shell expands. It returns the
-// home's absolute path.
+// checkHome is lifecycle.CheckNewHome for status, which reports on a home
+// installed or not yet (an empty directory, an interrupted install), and
+// refuses, as the other commands do, any other path: a missing one, a
+// file, a ~ no shell expanded, and a directory that holds other files than
+// a home's. It returns the home's absolute path.
 func checkHome(home string) (string, error) {
 	if home == "" {
 		return "", errNoHome
 	}
-	if err := lifecycle.CheckHome(home); err != nil {
-		fi, serr := os.Stat(home)
-		if !errors.Is(err, lifecycle.ErrNotHome) || serr != nil || !fi.IsDir() || strings.HasPrefix(home, "~") {
-			return "", err
-		}
+	if err := lifecycle.CheckNewHome(home); err != nil {
+		return "", err
 	}
 	return filepath.Abs(home)
 }
