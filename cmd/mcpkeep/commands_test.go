@@ -1000,6 +1000,7 @@ func TestJSONErrors(t *testing.T) {
 		{"history", []string{"history", "--home", missing}, exitError, missing, "does not exist"},
 		{"rollback", []string{"rollback", "--home", home, "nope"}, exitError, home, `"nope"`},
 		{"sync", []string{"sync", "--home", missing}, exitError, missing, "does not exist"},
+		{"sync without a remote", []string{"sync", "--home", home}, exitError, home, "has no git remote"},
 		{"a ~", []string{"status", "--home", "~/.helios"}, exitError, "~/.helios", "only a shell expands"},
 		{"servers", []string{"servers", "--registry", bad}, exitError, "", bad},
 		{"usage", []string{"history", "--home", home, "-n", "-1"}, exitUsage, home, "-n -1"},
@@ -1012,6 +1013,7 @@ func TestJSONErrors(t *testing.T) {
 			assert.Equal(t, tt.code, r.code, r.stderr)
 			assert.Equal(t, text.code, r.code, "the exit status of the text output")
 			assert.Equal(t, text.stderr, r.stderr, "stderr's line as without --json")
+			assert.Empty(t, text.stdout, "nothing but the error, on stderr")
 			assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %s", r.stderr)
 			assert.Contains(t, r.stderr, tt.says)
 			got := decode[errorJSON](t, r)

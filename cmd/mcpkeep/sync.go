@@ -61,15 +61,14 @@ func (c *cli) sync(ctx context.Context, args []string) error {
 	}
 	out := syncOut{Home: abs}
 	err = c.syncLocked(ctx, env.Store, abs, *url, *timeout, *resolve, &out)
-	err = errors.Join(err, closeEnv())
+	if err = errors.Join(err, closeEnv()); err != nil {
+		return err // no output: run prints the error, with --json as {"error", "home"}
+	}
 	out.Notes = n.list()
 	if out.Conflicts == nil {
 		out.Conflicts = []gitstore.Conflict{}
 	}
-	if perr := c.emit(out, n.text()+syncText(out)); perr != nil {
-		return errors.Join(err, perr)
-	}
-	return err
+	return c.emit(out, n.text()+syncText(out))
 }
 
 // syncLocked is sync with the home's lock held.
