@@ -23,6 +23,9 @@ import (
 type lockOut struct {
 	PID   int  `json:"pid"`
 	Alive bool `json:"alive"`
+	// Stopped reports that the live holder is stopped (SIGSTOP, Ctrl-Z,
+	// a debugger): it holds the home and serves no one. Linux only.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 type serverOut struct {
@@ -32,7 +35,11 @@ type serverOut struct {
 	// Alive reports whether the server runs. A state file whose server
 	// is not running is stale: what it recorded as the server ran is in
 	// Stale, none of it in the fields of recordOut.
-	Alive     bool      `json:"alive"`
+	Alive bool `json:"alive"`
+	// Stopped reports that the running server is stopped (SIGSTOP,
+	// Ctrl-Z, a debugger): it answers no client of the home, and no
+	// other process takes over, until it is continued. Linux only.
+	Stopped   bool      `json:"stopped,omitempty"`
 	Status    string    `json:"status"`
 	Stdio     bool      `json:"stdio"`
 	URL       string    `json:"url,omitempty"`
@@ -178,11 +185,13 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		if !out.Lock.Alive {
 			out.Problems = append(out.Problems, staleLockProblem(pid))
 		}
+		out.Lock.Stopped = out.Lock.Alive && proc.Stopped(pid)
 	} else if !errors.Is(lerr, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(lerr))
 	}
 	if serr == nil {
 		out.Server = toServer(s)
+		out.Server.Stopped = out.Server.Alive && proc.Stopped(s.PID)
 		if h := s.Health; h != nil && !h.OK && out.Server.Alive {
 			for _, p := range h.Problems {
 				out.Problems = append(out.Problems, "health check: "+flat(p))
@@ -195,6 +204,12 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		}
 	} else if !errors.Is(serr, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(serr))
+	}
+	switch {
+	case out.Server != nil && out.Server.Stopped:
+		out.Problems = append(out.Problems, findingProblem(stoppedFinding(out.Server.PID)))
+	case out.Lock != nil && out.Lock.Stopped:
+		out.Problems = append(out.Problems, findingProblem(stoppedFinding(out.Lock.PID)))
 	}
 	if out.Server != nil && out.Server.Alive {
 		if s, err := statefile.Read(filepath.Join(abs, statefile.FileName)); err == nil && s.Remote != nil {
@@ -283,6 +298,8 @@ func statusText(o statusOut) string {
 	switch {
 	case o.Lock == nil:
 		fmt.Fprintf(&b, "lock:      free\n")
+	case o.Lock.Stopped:
+		fmt.Fprintf(&b, "lock:      held by pid %d (stopped)\n", o.Lock.PID)
 	case o.Lock.Alive:
 		fmt.Fprintf(&b, "lock:      held by pid %d (running)\n", o.Lock.PID)
 	default:
@@ -290,8 +307,11 @@ func statusText(o statusOut) string {
 	}
 	if s := o.Server; s != nil {
 		live := "running"
-		if !s.Alive {
+		switch {
+		case !s.Alive:
 			live = "not running: stale state file"
+		case s.Stopped:
+			live = "stopped: it answers no one until continued"
 		}
 		fmt.Fprintf(&b, "server:    %s %s, pid %d, %s (%s), started %s\n", s.Name, s.Version, s.PID, s.Status, live,
 			s.StartedAt.Local().Format(time.DateTime))
@@ -317,7 +337,7 @@ func statusText(o statusOut) string {
 		} else {
 			writeRole(&b, s.Cluster)
 			writeSessions(&b, s)
-			writeHealth(&b, s.Health)
+			writeHealth(&b, s.Health, s.Stopped)
 		}
 	} else {
 		b.WriteString("server:    none running\n")
@@ -377,8 +397,21 @@ func roleWords(c *statefile.Cluster) string {
 	}
 }
 
-// writeHealth writes a running server's last health check.
-func writeHealth(b *strings.Builder, h *statefile.Health) {
+// writeHealth writes a running server's last health check: for a
+// stopped server, as its last one, which is not live.
+func writeHealth(b *strings.Builder, h *statefile.Health, stopped bool) {
+	if stopped {
+		const frozen = "health:    unknown: the server is stopped"
+		switch {
+		case h == nil:
+			fmt.Fprintf(b, "%s (it was never checked)\n", frozen)
+		case h.OK:
+			fmt.Fprintf(b, "%s (its last check passed, at %s)\n", frozen, h.CheckedAt.Local().Format(time.DateTime))
+		default:
+			fmt.Fprintf(b, "%s (its last check found %s, at %s)\n", frozen, count(len(h.Problems), "problem"), h.CheckedAt.Local().Format(time.DateTime))
+		}
+		return
+	}
 	switch {
 	case h == nil:
 		b.WriteString("health:    not checked yet\n")
@@ -607,6 +640,9 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 	} else {
 		if f, ok := staleLock(abs); ok {
 			writerFindings = append(writerFindings, f)
+		}
+		if pid, ok := stoppedWriter(abs); ok {
+			writerFindings = append(writerFindings, stoppedFinding(pid))
 		}
 		for _, p := range lifecycle.StaleSockets(abs) {
 			writerFindings = append(writerFindings, staleSocket(abs, p, "would be removed"))

@@ -8,7 +8,10 @@ import (
 	"path/filepath"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // kindLostStamp is the kind of the finding of a home whose bootstrap
@@ -54,4 +57,30 @@ func stampFinding(home string, info bootstrap.Info, err error) (recovery.Finding
 			what, bootstrap.ConfigDir),
 		Remedy: "start the home's own server once: its next start writes the stamp anew " +
 			"(a server that the history says is another is refused the home)"}, true
+}
+
+// kindStoppedServer is the kind of the finding of a server that runs on
+// the home but is stopped (SIGSTOP, Ctrl-Z, a debugger): it holds the
+// home's lock and answers no client, and no other process may take over.
+const kindStoppedServer = "stopped-server"
+
+// stoppedFinding returns the finding, for status and doctor alike, of the
+// server pid that holds the home and is stopped.
+func stoppedFinding(pid int) recovery.Finding {
+	return recovery.Finding{Kind: kindStoppedServer, Path: statefile.FileName, Action: "none", NeedsUser: true,
+		Detail: fmt.Sprintf("pid %d holds the home but is stopped (kill -STOP, Ctrl-Z or a debugger): it answers no client of "+
+			"the home, and no other process can take over", pid),
+		Remedy: fmt.Sprintf("continue it (kill -CONT %d), or end it (kill %d)", pid, pid)}
+}
+
+// stoppedWriter returns the server that holds home and is stopped: the
+// one its state file names, or its PID lock file, if it runs.
+func stoppedWriter(home string) (int, bool) {
+	if s, err := statefile.Read(filepath.Join(home, statefile.FileName)); err == nil && s.Alive() {
+		return s.PID, proc.Stopped(s.PID)
+	}
+	if pid, err := readLockPID(filepath.Join(home, lifecycle.LockFile)); err == nil && proc.Live(pid) {
+		return pid, proc.Stopped(pid)
+	}
+	return 0, false
 }

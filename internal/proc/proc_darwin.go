@@ -37,3 +37,7 @@ func BootID() string {
 	}
 	return strings.TrimSpace(s)
 }
+
+// Stopped reports whether pid is stopped (SIGSTOP, Ctrl-Z, a debugger):
+// it is not told on macOS, where it is always false.
+func Stopped(pid int) bool { return false }

@@ -33,6 +33,23 @@ func StartTime(pid int) (uint64, error) {
 	return start, nil
 }
 
+// Stopped reports whether pid is stopped: by a signal (SIGSTOP, SIGTSTP,
+// Ctrl-Z in a terminal), state T in /proc/<pid>/stat, or by a tracer such
+// as a debugger, state t. A stopped process runs no code until it is
+// continued (SIGCONT). It is false for a process in any other state, for
+// no process, and when the state cannot be read.
+func Stopped(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, state, err := parseStat(b)
+	return err == nil && (state == 'T' || state == 't')
+}
+
 // parseStat extracts field 22 (starttime) and field 3 (state) from a
 // /proc/<pid>/stat line. The command name (field 2) is in parentheses and
 // may hold spaces and ')', so fields are counted after the last ')'.

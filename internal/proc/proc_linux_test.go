@@ -1,7 +1,11 @@
 package proc
 
 import (
+	"os/exec"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,4 +40,33 @@ func TestParseStat(t *testing.T) {
 			assert.Equal(t, string(tc.state), string(state))
 		})
 	}
+}
+
+// TestStopped: a process stopped by SIGSTOP reads as stopped until
+// SIGCONT; one that runs, and no process, do not.
+func TestStopped(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	require.NoError(t, cmd.Start())
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	assert.False(t, Stopped(pid), "sleeping, not stopped")
+	assert.False(t, Stopped(0))
+	assert.False(t, Stopped(-1))
+
+	until := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for Stopped(pid) != want {
+			require.True(t, time.Now().Before(deadline), "pid %d never read as stopped=%t", pid, want)
+			runtime.Gosched()
+		}
+	}
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	until(true)
+	assert.True(t, Live(pid), "a stopped process is live: it holds its locks")
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	until(false)
 }

@@ -15,3 +15,7 @@ func StartTime(pid int) (uint64, error) {
 
 // BootID returns "" on this system.
 func BootID() string { return "" }
+
+// Stopped reports whether pid is stopped (SIGSTOP, Ctrl-Z, a debugger):
+// it is not told on this system, where it is always false.
+func Stopped(pid int) bool { return false }
