@@ -43,9 +43,21 @@ const (
 	// (the migrations). Start must start a build of the newer schema on a
 	// home the older one installed.
 	PhaseUpgrade Phase = failpoint.Upgrade
-	// PhasePack: the config repository packing its loose objects, past
-	// Spec.Git.PackThreshold of them. Drive must make that many changes;
-	// set the threshold low in the server under test.
+	// PhasePack: the config repository packing its objects, which the
+	// harness does beside the changes, not on their path: beside the first
+	// change after a start, and about a second after the last change,
+	// while the server runs (a clean stop does not pack), once more than
+	// Spec.Git.PackThreshold (T) objects are loose or in packs of fewer
+	// than 4×T objects. The journal writes each burst of changes as one
+	// pack, so a quick burst of many changes makes a pack that no longer
+	// counts. Set T low in the server under test (8, say). Start must start
+	// the server on a new home when Iteration.Phase is PhasePack (its
+	// install leaves the loose objects gitstore.after-pack needs a pack to
+	// write), and Drive must make changes that write more than T objects
+	// and fewer than 4×T (a change writes a blob for each file it writes,
+	// a tree for each directory on their paths and a commit: 4 for one
+	// file in a directory), then wait for the process to die rather than
+	// stop it.
 	PhasePack Phase = failpoint.Pack
 	// PhaseAttach: a second process on a home in use attaching to its
 	// writer, and the handover when the writer goes. Once the first
@@ -190,7 +202,9 @@ func hint(name string, p Phase, listed, prepared bool) string {
 	case PhaseUpgrade:
 		h = "when Iteration.Phase is PhaseUpgrade, Start must start a build of a higher Spec.Schema, with its migration, on a home of the older one"
 	case PhasePack:
-		h = "Drive must make more changes than Spec.Git.PackThreshold of the server under test"
+		h = "when Iteration.Phase is PhasePack, Start must start the server on a new home, and Drive must make changes that write more than Spec.Git.PackThreshold objects " +
+			"and fewer than 4 times as many, then wait for the process to die rather than stop it: packing comes beside the first change after a start " +
+			"or a second after the last, never at a clean stop (see PhasePack)"
 	case PhaseAttach:
 		h = "when Iteration.Phase is PhaseAttach, Drive must start a second process on the home, with crashtest.Start, Drive's ctx and Iteration.Failpoints, once the first serves, " +
 			"then stop the first so that the second takes over (see PhaseAttach)"

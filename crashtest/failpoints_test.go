@@ -163,3 +163,25 @@ func (l *lines) String() string {
 	defer l.mu.Unlock()
 	return strings.Join(l.all, "\n")
 }
+
+// TestRunPackHint: the never-fired line of a pack failpoint gives the
+// recipe that packs: a new home, changes past the threshold but not a
+// burst that makes a pack too large to count, and no clean stop.
+func TestRunPackHint(t *testing.T) {
+	plan := crashtest.Plan{
+		Phases:     []crashtest.Phase{crashtest.PhasePack},
+		Failpoints: []string{"gitstore.after-pack"},
+		Start: func(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+			return crashtest.Start(ctx, crashtest.Cmd{Path: testprog, Args: []string{"-file", filepath.Join(t.TempDir(), "f")}, Failpoints: it.Failpoints})
+		},
+		Drive: func(context.Context, *crashtest.Iteration, *crashtest.Process) error { return nil },
+	}
+	var log lines
+	sum, err := crashtest.Run(t.Context(), &log, plan)
+	require.NoError(t, err)
+	assert.Equal(t, plan.Failpoints, sum.Unfired)
+	assert.True(t, log.has("failpoint gitstore.after-pack never fired (iteration 0, phase pack): "+
+		"when Iteration.Phase is PhasePack, Start must start the server on a new home, and Drive must make changes that write more than Spec.Git.PackThreshold objects "+
+		"and fewer than 4 times as many, then wait for the process to die rather than stop it"), log.String())
+	assert.True(t, log.has("when the pack has loose objects to write"), log.String())
+}

@@ -121,3 +121,41 @@ func TestPhaseAttachRecipe(t *testing.T) {
 	assert.Empty(t, sum.Unfired)
 	assert.Equal(t, len(plan.Failpoints), sum.Failpoints)
 }
+
+// TestPhasePackRecipe does what PhasePack's doc says, and both failpoints
+// of the phase fire: on a new home, three changes of one file each (12
+// objects) past a threshold of 8, then a wait for the process to die.
+func TestPhasePackRecipe(t *testing.T) {
+	h := newHarness(t, "HARNESSPROG_PACK=8")
+	dir := t.TempDir()
+	plan := crashtest.Plan{
+		Phases:     []crashtest.Phase{crashtest.PhasePack},
+		Failpoints: crashtest.FailpointsIn(crashtest.PhasePack),
+		Seed:       1,
+		Start: func(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+			h.home = filepath.Join(dir, fmt.Sprintf("home-%d", it.N))
+			return h.start(ctx, it)
+		},
+		Drive: func(ctx context.Context, it *crashtest.Iteration, p *crashtest.Process) error {
+			cs, err := connect(ctx, p)
+			if err != nil {
+				return nil // it died
+			}
+			defer cs.Close()
+			for i := range 3 {
+				if put(ctx, cs, fmt.Sprintf("k%d-%d", it.N, i)) != nil {
+					return nil
+				}
+			}
+			waitExit(ctx, p) // bounded by Plan.Timeout
+			return nil
+		},
+		Restart: h.restart,
+	}
+	require.Equal(t, []string{"gitstore.before-pack", "gitstore.after-pack"}, plan.Failpoints)
+	sum, err := crashtest.Run(t.Context(), t, plan)
+	require.NoError(t, err)
+	assert.NoError(t, sum.Err())
+	assert.Empty(t, sum.Unfired)
+	assert.Equal(t, 2, sum.Failpoints)
+}

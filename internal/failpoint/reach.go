@@ -60,9 +60,10 @@ var Reach = map[string]Reached{
 	"gitstore.merge-after-tag":   {Phases: []string{Remote}, Note: "only by a server with Options.Remote, merging a remote change that conflicts with one of its own"},
 	"gitstore.push-after-remote": {Phases: []string{Remote}, Note: "only by a server with Options.Remote in sync mode, making a change"},
 	"gitstore.before-pack": {Phases: []string{Pack},
-		Note: "once the repository holds more objects than Spec.Git.PackThreshold, loose or in the small packs flushes leave, at a pause in the changes or a commit: set it low in the server under test"},
+		Note: "by the harness's housekeeping beside the first change after a start or a second after the last, once more than Spec.Git.PackThreshold objects " +
+			"are loose or in packs of fewer than 4 times as many (or by a commit of files changed by hand, once more are loose): set it low in the server under test"},
 	"gitstore.after-pack": {Phases: []string{Pack},
-		Note: "once the repository holds more objects than Spec.Git.PackThreshold, loose or in the small packs flushes leave, at a pause in the changes or a commit: set it low in the server under test"},
+		Note: "as gitstore.before-pack, when the pack has loose objects to write (a new home's, from its install) or packs to merge"},
 
 	"bootstrap.after-dirs":           {Phases: []string{Install}},
 	"bootstrap.after-defaults":       {Phases: []string{Install}},
