@@ -71,9 +71,10 @@ type Plan struct {
 	// under Drive is the point of the exercise, not an error: Drive returns
 	// an error only for a broken invariant it saw, which is a violation.
 	// The process, if it still runs when Drive returns, is killed. Nil
-	// waits for the process to die. Drive may start more processes with
-	// crashtest.Start and ctx: Run kills them, if they still run, when the
-	// iteration ends.
+	// waits for the process to die; a Plan whose Phases list PhaseRecovery
+	// needs a Drive, to make the change its preparing runs crash in. Drive
+	// may start more processes with crashtest.Start and ctx: Run kills
+	// them, if they still run, when the iteration ends.
 	Drive func(ctx context.Context, it *Iteration, p *Process) error
 
 	// Restart runs after each crash: typically it starts the binary again
@@ -177,6 +178,11 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 		if !slices.Contains(Phases(), p) {
 			return Summary{}, fmt.Errorf("crashtest: Plan.Phases: unknown phase %q (see Phases)", p)
 		}
+	}
+	if plan.Drive == nil && slices.Contains(plan.Phases, PhaseRecovery) {
+		return Summary{}, errors.New("crashtest: Plan.Phases lists PhaseRecovery, and Plan.Drive is nil: " +
+			"the run before each recovery iteration (Iteration.Prepare) needs a Drive that makes a change for it to crash in, " +
+			"or it waits out Plan.Timeout (see PhaseRecovery)")
 	}
 	for _, name := range plan.Failpoints {
 		if _, err := failpoint.Parse(name + "=kill"); err != nil {
