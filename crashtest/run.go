@@ -298,9 +298,11 @@ func finish(log Logger, sum Summary, plan *Plan, fired map[string]bool, armedIn 
 func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (crashed, self, prepared bool, errs []error) {
 	ctx, cancel := context.WithTimeout(ctx, plan.Timeout)
 	defer cancel()
-	timedOut := func() bool {
+	// timedOut reports whether the iteration ran out of Plan.Timeout, and
+	// says so once, with where it was, in errs.
+	timedOut := func(where string) bool {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			errs = append(errs, fmt.Errorf("iteration ran out of Plan.Timeout (%v)", plan.Timeout))
+			errs = append(errs, fmt.Errorf("iteration ran out of Plan.Timeout (%v)%s", plan.Timeout, where))
 			return true
 		}
 		return false
@@ -308,16 +310,20 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (cra
 
 	if it.Phase == PhaseRecovery && slices.Contains(plan.Phases, PhaseRecovery) {
 		var err error
-		if prepared, err = prepare(ctx, plan, it); err != nil {
-			if !timedOut() {
-				errs = append(errs, err)
-			}
+		prepared, err = prepare(ctx, plan, it)
+		if timedOut(" in the run preparing it (Iteration.Prepare), which ends when a change crashes it: its Drive must make a change") {
 			return false, false, prepared, errs
+		}
+		if err != nil {
+			return false, false, prepared, append(errs, err)
 		}
 	}
 	ctx = withStarted(ctx, procs)
 	p, err := plan.Start(ctx, it)
 	if err != nil {
+		if timedOut(" in Start") {
+			return false, false, prepared, errs
+		}
 		return false, false, prepared, []error{fmt.Errorf("start: %w", err)}
 	}
 	if p == nil {
@@ -341,7 +347,7 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (cra
 		errs = append(errs, err)
 	}
 	werr := p.Wait()
-	if timedOut() {
+	if timedOut("") {
 		return p.Killed(), false, prepared, errs
 	}
 	var ee *ExitError
@@ -358,7 +364,7 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (cra
 
 	if plan.Restart != nil {
 		if err := plan.Restart(ctx, it); err != nil {
-			if !timedOut() {
+			if !timedOut("") {
 				errs = append(errs, fmt.Errorf("restart: %w", err))
 			}
 			return crashed, self, prepared, errs
@@ -366,7 +372,7 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (cra
 	}
 	if plan.Check != nil {
 		err := plan.Check(ctx, it)
-		if timedOut() {
+		if timedOut("") {
 			return crashed, self, prepared, errs
 		}
 		if j, ok := err.(interface{ Unwrap() []error }); ok && reflect.TypeOf(err) == joinType {

@@ -354,3 +354,34 @@ func TestRunCountsProcessesDriveStarts(t *testing.T) {
 	assert.True(t, left[0].Exited(), "what Drive left running ends with the iteration")
 	assert.True(t, left[0].Killed())
 }
+
+// TestRunTimeoutInPrepare: a preparing run that never crashes in a change
+// runs out of Plan.Timeout there, and the violation says so, rather than
+// blaming the Start that comes after it.
+func TestRunTimeoutInPrepare(t *testing.T) {
+	s := newAppendSuite(t)
+	plan := s.plan()
+	plan.Phases = []crashtest.Phase{crashtest.PhaseRecovery}
+	plan.Failpoints = []string{"atomicfile.before-write"}
+	plan.Timeout = 100 * time.Millisecond
+	started := 0
+	start := plan.Start
+	plan.Start = func(ctx context.Context, it *crashtest.Iteration) (*crashtest.Process, error) {
+		started++
+		return start(ctx, it)
+	}
+	plan.Drive = func(ctx context.Context, _ *crashtest.Iteration, p *crashtest.Process) error {
+		select { // makes no change: testprog waits for its input
+		case <-p.Done():
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	sum, err := crashtest.Run(t.Context(), t, plan)
+	require.NoError(t, err)
+	require.Len(t, sum.Violations, 1)
+	assert.ErrorContains(t, sum.Violations[0], "ran out of Plan.Timeout (100ms) in the run preparing it (Iteration.Prepare)")
+	assert.NotContains(t, sum.Violations[0].Error(), "start:")
+	assert.Equal(t, 1, started, "the iteration's own start does not follow")
+	assert.Equal(t, []string{"atomicfile.before-write"}, sum.Unfired)
+}
