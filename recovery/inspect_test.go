@@ -104,3 +104,12 @@ func TestMissingHEAD(t *testing.T) {
 		})
 	}
 }
+
+// TestReportNotes: a report's notes follow its findings, one "note:" line
+// each, clean or not.
+func TestReportNotes(t *testing.T) {
+	r := recovery.Report{Home: "/h", Notes: []string{"n1", "n2"}}
+	assert.Equal(t, "home /h: clean\nnote: n1\nnote: n2", r.String())
+	r.Findings = []recovery.Finding{{Kind: recovery.KindMissingDir, Path: "backups", Action: "created"}}
+	assert.Equal(t, "home /h: found 1:\nmissing-dir backups: created\nnote: n1\nnote: n2", r.String())
+}

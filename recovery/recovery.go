@@ -89,6 +89,10 @@ type Report struct {
 	Home     string    `json:"home"`              // the home's absolute path
 	DryRun   bool      `json:"dry_run,omitempty"` // Run only looked: the actions say what it would do
 	Findings []Finding `json:"findings"`          // in the order Run found them
+	// Notes say what a dry run cannot tell ahead, one sentence each, such
+	// as a repair that only opening the repository to write finds. Run
+	// leaves it empty; a caller that knows more of the home may add them.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Clean reports whether Run found nothing.
@@ -104,10 +108,15 @@ func (r Report) NeedsUser() bool {
 	return false
 }
 
-// String renders the report as text, one line per finding.
+// String renders the report as text, one line per finding, then one
+// "note: " line per note.
 func (r Report) String() string {
+	var notes strings.Builder
+	for _, n := range r.Notes {
+		notes.WriteString("\nnote: " + n)
+	}
 	if r.Clean() {
-		return "home " + r.Home + ": clean"
+		return "home " + r.Home + ": clean" + notes.String()
 	}
 	var b strings.Builder
 	verb := "found"
@@ -118,7 +127,7 @@ func (r Report) String() string {
 	for _, f := range r.Findings {
 		b.WriteString("\n" + f.String())
 	}
-	return b.String()
+	return b.String() + notes.String()
 }
 
 // String renders the finding as one line of Report.String: its kind,

@@ -518,6 +518,11 @@ func (r *runner) config(ctx context.Context) error {
 	}
 	f := Finding{Kind: KindUncommitted, Path: ConfigDir, Action: "committed",
 		Detail: "changes no commit recorded, left by a crash or made by hand"}
+	if r.opts.DryRun && slices.ContainsFunc(store.Repairs(), isRollForward) {
+		// A read-only store does not put the files in place: they differ
+		// from HEAD now, and may be all the changes there are.
+		f.Action = "would be committed, unless the roll-forward above puts them all in place"
+	}
 	if !r.opts.DryRun {
 		hash, err := store.Commit(r.commitMessage(store))
 		if err != nil {
@@ -538,6 +543,13 @@ func (r *runner) repairs(store *gitstore.Store) {
 		}
 		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
 	}
+}
+
+// isRollForward reports whether msg, one of gitstore's repairs, is the
+// roll-forward of a change a crash interrupted before its files were in
+// place, which writes them.
+func isRollForward(msg string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(msg, "would be "), "rolled forward ")
 }
 
 // emptyHEAD is how gitstore's repair of a .git/HEAD that held nothing, or
@@ -635,7 +647,8 @@ func (r *runner) commitMessage(store *gitstore.Store) string {
 
 // repairVerbs turn the past tense of gitstore's repairs into what a dry
 // run would do.
-var repairVerbs = map[string]string{"removed": "remove", "rewrote": "rewrite", "wrote": "write", "restored": "restore", "rebuilt": "rebuild"}
+var repairVerbs = map[string]string{"removed": "remove", "rewrote": "rewrite", "wrote": "write", "restored": "restore", "rebuilt": "rebuild",
+	"rolled": "roll", "ignored": "ignore"}
 
 // repairAction words one of gitstore's repairs as a finding's action: as
 // it is, or, in a dry run, as what Run would do ("would rewrite …", not

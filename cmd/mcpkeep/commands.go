@@ -653,6 +653,10 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return err
 	}
 	report.Findings = append(writerFindings, report.Findings...)
+	if !*fix && slices.ContainsFunc(report.Findings, diedHere) {
+		report.Notes = append(report.Notes, "a server died here: --fix may also rebuild config/.git/index from HEAD, "+
+			"which a dry run does not compare the index with (beside a live server it is often not HEAD's yet)")
+	}
 	if err := c.emit(report, report.String()+"\n"); err != nil {
 		return err
 	}
@@ -665,6 +669,12 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 		return errors.New("problems found: run `mcpkeep doctor --fix` with the server stopped")
 	}
 	return nil
+}
+
+// diedHere reports whether f shows that a server died on the home: its
+// PID lock file or its state file was left.
+func diedHere(f recovery.Finding) bool {
+	return f.Kind == kindStaleLock || f.Kind == recovery.KindStaleState
 }
 
 // kindStaleLock is the kind of doctor's finding of a PID lock file that

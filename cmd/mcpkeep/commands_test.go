@@ -311,6 +311,9 @@ func findings(t *testing.T, isJSON bool, r result) []string {
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	for _, line := range lines[1:] { // the first line is the summary
+		if strings.HasPrefix(line, "note: ") {
+			continue // the notes follow the findings
+		}
 		kind, _, _ := strings.Cut(line, " ")
 		kinds = append(kinds, kind)
 	}
