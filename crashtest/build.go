@@ -13,12 +13,13 @@ import (
 	"sync"
 )
 
-// BuildError reports a go build that failed. Output holds what the go
-// command printed: the compiler's errors.
+// BuildError reports a go build that failed, or a pkg that Build cannot
+// build into a binary: not a main package, or more than one package.
+// Output holds what the go command printed: the compiler's errors.
 type BuildError struct {
 	Package string // the package as passed to Build
-	Output  string // combined output of go build
-	Err     error  // the go command's exit error
+	Output  string // combined output of go list or go build
+	Err     error  // the go command's exit error, or what is wrong with the package
 }
 
 // Error names the package and quotes go build's output.
@@ -42,7 +43,8 @@ var builds struct {
 // command found in PATH and returns the binary's path. pkg is anything go
 // build accepts: an import path or a directory relative to the current one
 // (in a test, the package's own directory), such as "./cmd/server". The
-// binary is named after the package's last path element.
+// binary is named after the package's last path element. A pkg that is
+// not one main package is a *BuildError.
 //
 // A binary built by an earlier call with the same pkg and dir is reused
 // while it exists, so tests may call Build freely. Build does not pass the
@@ -68,15 +70,18 @@ func Build(ctx context.Context, pkg, dir string) (string, error) {
 			return p, nil
 		}
 	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("crashtest: no go command in PATH to build %s; build the binary yourself and pass its path to Start: %w", pkg, err)
+	}
+	if _, err := mainPackage(ctx, goTool, pkg); err != nil {
+		return "", err
+	}
 	name := path.Base(filepath.ToSlash(strings.TrimSuffix(pkg, "/...")))
 	if name == "." || name == "/" || name == ".." {
 		name = "prog"
 	}
 	out := filepath.Join(abs, name)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("crashtest: no go command in PATH to build %s; build the binary yourself and pass its path to Start: %w", pkg, err)
-	}
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -91,4 +96,35 @@ func Build(ctx context.Context, pkg, dir string) (string, error) {
 	}
 	builds.paths[key] = out
 	return out, nil
+}
+
+// mainPackage asks the go command what pkg is, and returns its import
+// path ("command-line-arguments" for a list of .go files). It refuses a
+// package that is not main, which go build -o would write as an archive,
+// and a pattern that matches more than one package.
+func mainPackage(ctx context.Context, goTool, pkg string) (string, error) {
+	cmd := exec.CommandContext(ctx, goTool, "list", "-f", "{{.Name}} {{.ImportPath}}", pkg)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return "", &BuildError{Package: pkg, Output: stderr.String(), Err: err}
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 1 {
+		return "", &BuildError{Package: pkg, Output: stdout.String(),
+			Err: fmt.Errorf("it matches %d packages: Build compiles one main package", len(lines))}
+	}
+	name, importPath, _ := strings.Cut(lines[0], " ")
+	if name != "main" {
+		it := importPath
+		if it == pkg {
+			it = "it"
+		}
+		return "", &BuildError{Package: pkg,
+			Err: fmt.Errorf("%s is package %s, not a main package: Build compiles a package main with a func main", it, name)}
+	}
+	return importPath, nil
 }

@@ -56,6 +56,21 @@ func TestBuild(t *testing.T) {
 
 	_, err = crashtest.Build(t.Context(), "", dir)
 	assert.Error(t, err)
+
+	// go build -o writes a package that is not main as an archive.
+	_, err = crashtest.Build(t.Context(), ".", dir)
+	require.ErrorAs(t, err, &be)
+	assert.EqualError(t, err, "crashtest: go build .: github.com/mcpkeep/mcpkeep/crashtest is package crashtest, not a main package: "+
+		"Build compiles a package main with a func main")
+	_, err = crashtest.Build(t.Context(), "github.com/mcpkeep/mcpkeep/crashtest", dir)
+	require.ErrorAs(t, err, &be)
+	assert.ErrorContains(t, err, "go build github.com/mcpkeep/mcpkeep/crashtest: it is package crashtest, not a main package")
+	_, err = crashtest.Build(t.Context(), "./internal/...", dir)
+	require.ErrorAs(t, err, &be)
+	assert.ErrorContains(t, err, "it matches 2 packages: Build compiles one main package")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "only testprog was built")
 }
 
 // TestProcessOutcomes tells a clean exit, a kill, a failpoint kill and a
