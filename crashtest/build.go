@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -43,8 +44,10 @@ var builds struct {
 // command found in PATH and returns the binary's path. pkg is anything go
 // build accepts: an import path or a directory relative to the current one
 // (in a test, the package's own directory), such as "./cmd/server". The
-// binary is named after the package's last path element. A pkg that is
-// not one main package is a *BuildError.
+// binary is named as go build names it: after the last element of the
+// package's import path (so "." in the module example.com/todo gives
+// dir/todo), without a major version suffix such as /v2. A pkg that is not
+// one main package is a *BuildError.
 //
 // A binary built by an earlier call with the same pkg and dir is reused
 // while it exists, so tests may call Build freely. Build does not pass the
@@ -74,14 +77,11 @@ func Build(ctx context.Context, pkg, dir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("crashtest: no go command in PATH to build %s; build the binary yourself and pass its path to Start: %w", pkg, err)
 	}
-	if _, err := mainPackage(ctx, goTool, pkg); err != nil {
+	importPath, err := mainPackage(ctx, goTool, pkg)
+	if err != nil {
 		return "", err
 	}
-	name := path.Base(filepath.ToSlash(strings.TrimSuffix(pkg, "/...")))
-	if name == "." || name == "/" || name == ".." {
-		name = "prog"
-	}
-	out := filepath.Join(abs, name)
+	out := filepath.Join(abs, binaryName(importPath, pkg))
 	cmd := exec.CommandContext(ctx, goTool, "build", "-o", out, pkg)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -127,4 +127,25 @@ func mainPackage(ctx context.Context, goTool, pkg string) (string, error) {
 			Err: fmt.Errorf("%s is package %s, not a main package: Build compiles a package main with a func main", it, name)}
 	}
 	return importPath, nil
+}
+
+// binaryName returns the name go build gives the binary of the package
+// at importPath: its last element, or the one before a major version
+// suffix; for .go files named on the command line, the first one's.
+func binaryName(importPath, pkg string) string {
+	if importPath == "command-line-arguments" {
+		return strings.TrimSuffix(path.Base(filepath.ToSlash(pkg)), ".go")
+	}
+	elem := path.Base(importPath)
+	if dir := path.Dir(importPath); dir != "." && isMajorVersion(elem) {
+		elem = path.Base(dir)
+	}
+	return elem
+}
+
+// isMajorVersion reports whether elem is a module path's major version
+// suffix: v2, v3, and so on.
+func isMajorVersion(elem string) bool {
+	n, err := strconv.Atoi(strings.TrimPrefix(elem, "v"))
+	return err == nil && n >= 2 && elem == "v"+strconv.Itoa(n)
 }

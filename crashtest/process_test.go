@@ -73,6 +73,17 @@ func TestBuild(t *testing.T) {
 	assert.Len(t, entries, 1, "only testprog was built")
 }
 
+// TestBuildNamesLikeGoBuild: the binary of "." is named after the
+// package's import path, as go build names it, not after ".".
+func TestBuildNamesLikeGoBuild(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir("internal/testprog")
+	p, err := crashtest.Build(t.Context(), ".", dir)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "testprog"), p)
+	assert.FileExists(t, p)
+}
+
 // TestProcessOutcomes tells a clean exit, a kill, a failpoint kill and a
 // failing exit apart.
 func TestProcessOutcomes(t *testing.T) {
