@@ -185,3 +185,16 @@ func TestRunPackHint(t *testing.T) {
 		"and fewer than 4 times as many, then wait for the process to die rather than stop it"), log.String())
 	assert.True(t, log.has("when the pack has loose objects to write"), log.String())
 }
+
+// TestFailpointSlips: a misspelt name gets one hint, with the name meant;
+// failpoints separated by commas get the separator.
+func TestFailpointSlips(t *testing.T) {
+	start := func(context.Context, *crashtest.Iteration) (*crashtest.Process, error) { return nil, nil }
+	_, err := crashtest.Run(t.Context(), nil, crashtest.Plan{Start: start, Failpoints: []string{"atomicfile.before-renam"}})
+	assert.EqualError(t, err, `crashtest: Plan.Failpoints: unknown failpoint "atomicfile.before-renam": `+
+		`did you mean atomicfile.before-rename? (crashtest.Failpoints lists them all)`)
+
+	_, err = crashtest.Start(t.Context(), crashtest.Cmd{Path: testprog, Failpoints: "atomicfile.before-rename=kill,gitstore.before-ref=kill"})
+	assert.EqualError(t, err, `crashtest: Cmd.Failpoints "atomicfile.before-rename=kill,gitstore.before-ref=kill": `+
+		`atomicfile.before-rename: action "kill,gitstore.before-ref=kill" holds another failpoint: separate them with ";", not ","`)
+}

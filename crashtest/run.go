@@ -186,7 +186,7 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 	}
 	for _, name := range plan.Failpoints {
 		if _, err := failpoint.Parse(name + "=kill"); err != nil {
-			return Summary{}, fmt.Errorf("crashtest: Plan.Failpoints: %w (see Failpoints)", err)
+			return Summary{}, fmt.Errorf("crashtest: Plan.Failpoints: %w", err)
 		}
 		if _, err := phaseFor(name, plan.Phases); err != nil {
 			return Summary{}, err

@@ -113,15 +113,63 @@ func Parse(spec string) (map[string]Action, error) {
 		}
 		name = strings.TrimSpace(name)
 		if !slices.Contains(Names, name) {
-			return nil, fmt.Errorf("unknown failpoint %q (see failpoint.Names)", name)
+			if near := closest(name); near != "" {
+				return nil, fmt.Errorf("unknown failpoint %q: did you mean %s? (crashtest.Failpoints lists them all)", name, near)
+			}
+			return nil, fmt.Errorf("unknown failpoint %q (crashtest.Failpoints lists them all)", name)
 		}
 		a, err := parseAction(strings.TrimSpace(act))
+		if err != nil && strings.Contains(act, "=") {
+			sep := `separate them with ";"`
+			if strings.Contains(act, ",") {
+				sep += `, not ","`
+			}
+			return nil, fmt.Errorf("%s: action %q holds another failpoint: %s", name, strings.TrimSpace(act), sep)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		out[name] = a
 	}
 	return out, nil
+}
+
+// closest returns the name in Names that name is most likely a slip for:
+// the one it is the part after the package of, else the nearest by edit
+// distance when few edits apart; "" when none is.
+func closest(name string) string {
+	for _, n := range Names {
+		if _, point, _ := strings.Cut(n, "."); point == name {
+			return n
+		}
+	}
+	best, bestDist := "", max(2, len(name)/5)+1
+	for _, n := range Names {
+		if d := editDistance(name, n); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	return best
+}
+
+// editDistance returns the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func parseAction(s string) (Action, error) {

@@ -202,3 +202,23 @@ func TestReachCoversNames(t *testing.T) {
 		assert.NotEmpty(t, failpoint.Reach[name].Note, "%s: say who reaches it", name)
 	}
 }
+
+// TestParseErrorsSayWhatToWrite: a slip in a name gets the name meant, and
+// points run together get the separator.
+func TestParseErrorsSayWhatToWrite(t *testing.T) {
+	tests := []struct{ spec, want string }{
+		{"atomicfile.before-renam=kill", `unknown failpoint "atomicfile.before-renam": did you mean atomicfile.before-rename? (crashtest.Failpoints lists them all)`},
+		{"before-pack=kill", `unknown failpoint "before-pack": did you mean gitstore.before-pack? (crashtest.Failpoints lists them all)`},
+		{"gitstore.befor-ref=error", `unknown failpoint "gitstore.befor-ref": did you mean gitstore.before-ref? (crashtest.Failpoints lists them all)`},
+		{"nosuch.point=kill", `unknown failpoint "nosuch.point" (crashtest.Failpoints lists them all)`},
+		{"atomicfile.before-rename=kill,gitstore.before-ref=kill",
+			`atomicfile.before-rename: action "kill,gitstore.before-ref=kill" holds another failpoint: separate them with ";", not ","`},
+		{"atomicfile.before-rename=kill gitstore.before-ref=kill",
+			`atomicfile.before-rename: action "kill gitstore.before-ref=kill" holds another failpoint: separate them with ";"`},
+		{"atomicfile.before-rename=explode", `atomicfile.before-rename: unknown action "explode": want kill, error or sleep(DURATION)`},
+	}
+	for _, tt := range tests {
+		_, err := failpoint.Parse(tt.spec)
+		assert.EqualError(t, err, tt.want, tt.spec)
+	}
+}
