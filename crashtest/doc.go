@@ -15,7 +15,8 @@
 // Failpoints lists the toolkit's failpoints, each with the phases of a
 // server's life that reach it (a fresh install, a restart, a change, a
 // shutdown, the recovery after a crash mid-change, an upgrade, packing,
-// attaching); FailpointsIn gives a Plan every name its phases reach. A
+// attaching, a writer elected among hosts, a home replicated through a
+// git remote); FailpointsIn gives a Plan every name its phases reach. A
 // Plan says which phases its functions can set up (Plan.Phases), Run tells
 // them which one each iteration needs (Iteration.Phase: a new home for a
 // fresh install, say), makes the crash a recovery iteration starts from,

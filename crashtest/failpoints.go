@@ -17,32 +17,33 @@ import (
 type Phase string
 
 // The phases, in the order of a server's life. Each says what the Plan's
-// functions must do in an iteration of that phase.
+// functions must do in an iteration of that phase; its value is the name
+// Run's log lines and Failpoint.Phases print.
 const (
 	// PhaseInstall: the first start on a new home (bootstrap's layout,
 	// default files and first commit). Start must start the server on a
 	// home that does not exist yet, a new one for each such iteration.
-	PhaseInstall Phase = failpoint.Install
+	PhaseInstall Phase = "install"
 	// PhaseRestart: a start on an installed home (the lock, the boot
 	// record, the state file, the registry). Any Start reaches it.
-	PhaseRestart Phase = failpoint.Restart
+	PhaseRestart Phase = "restart"
 	// PhaseChange: a tool's change through lifecycle.Env.Update. Drive
 	// must call a tool that changes the home and wait for its answer.
-	PhaseChange Phase = failpoint.Change
+	PhaseChange Phase = "change"
 	// PhaseShutdown: a clean stop (the shutdown commit, the state file and
 	// the registry entry removed). Drive must stop the server cleanly
 	// after its changes, by closing its stdin, and wait for it to exit.
-	PhaseShutdown Phase = failpoint.Shutdown
+	PhaseShutdown Phase = "shutdown"
 	// PhaseRecovery: the start after a crash in the middle of a change.
 	// Run makes that crash first: it starts the server with
 	// Iteration.Prepare set and a failpoint that interrupts the first
 	// change, and drives it, so Drive must make a change; then it starts
 	// the server again with the iteration's failpoint armed.
-	PhaseRecovery Phase = failpoint.Recovery
+	PhaseRecovery Phase = "recovery"
 	// PhaseUpgrade: a start with a higher Spec.Schema on an older home
 	// (the migrations). Start must start a build of the newer schema on a
 	// home the older one installed.
-	PhaseUpgrade Phase = failpoint.Upgrade
+	PhaseUpgrade Phase = "upgrade"
 	// PhasePack: the config repository packing its objects, which the
 	// harness does beside the changes, not on their path: beside the first
 	// change after a start, and about a second after the last change,
@@ -58,7 +59,7 @@ const (
 	// a tree for each directory on their paths and a commit: 4 for one
 	// file in a directory), then wait for the process to die rather than
 	// stop it.
-	PhasePack Phase = failpoint.Pack
+	PhasePack Phase = "pack"
 	// PhaseAttach: a second process on a home in use attaching to its
 	// writer, and the handover when the writer goes. Once the first
 	// process serves (it has answered its client's initialize), Drive must
@@ -73,19 +74,19 @@ const (
 	// needs a client that sends initialize: one of a protocol before
 	// 2026-07-28 (the go-sdk client's ClientSessionOptions.ProtocolVersion
 	// "2025-11-25", say).
-	PhaseAttach Phase = failpoint.Attach
+	PhaseAttach Phase = "attach"
 	// PhaseElect: a writer elected among hosts (lifecycle.Options.Elector,
 	// such as package lifecycle/etcdlock's) taking office, acknowledging a
 	// change and resigning. Start must start a server with an Elector
 	// (on an etcd the test runs) when Iteration.Phase is PhaseElect, and
 	// Drive must make a change and stop it cleanly.
-	PhaseElect Phase = failpoint.Elect
+	PhaseElect Phase = "elect"
 	// PhaseRemote: a home replicated through a git remote
 	// (lifecycle.Options.Remote): the fetch at the start, a merge of the
 	// remote's changes, a push in sync mode. Start must start a server
 	// with Options.Remote on a remote the test makes when Iteration.Phase
 	// is PhaseRemote, and Drive must make changes there and on the remote.
-	PhaseRemote Phase = failpoint.Remote
+	PhaseRemote Phase = "remote"
 )
 
 // Phases returns every phase, in the order of a server's life.
