@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
@@ -92,22 +91,13 @@ func removeStale(path string) (bool, error) {
 }
 
 // withTemps returns paths, each socket path followed by the entries
-// beside it that carry a temporary name attach.Listen binds it under,
-// ".<name>.<random hex>" (.mcp.sock.0a1b2c3d), in name order, whatever
-// they are: the caller dials each. It reads each directory rather than
-// globbing, since a home's path may hold a pattern's metacharacters; a
-// directory it cannot read now has no temporary socket to report.
+// beside it that carry a temporary name attach.Listen binds it under
+// (attach.Temps), whatever they are: the caller dials each.
 func withTemps(paths []string) []string {
 	var all []string
 	for _, p := range paths {
 		all = append(all, p)
-		dir, prefix := filepath.Dir(p), "."+filepath.Base(p)+"."
-		entries, _ := os.ReadDir(dir) // sorted by name
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), prefix) {
-				all = append(all, filepath.Join(dir, e.Name()))
-			}
-		}
+		all = append(all, attach.Temps(p)...)
 	}
 	return all
 }

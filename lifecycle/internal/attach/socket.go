@@ -43,7 +43,31 @@ func Path(home string) string {
 // IsSocketName reports whether name, an entry of a home's top directory,
 // is the socket or a temporary name it is bound under.
 func IsSocketName(name string) bool {
-	return name == SocketName || strings.HasPrefix(name, "."+SocketName+".")
+	return name == SocketName || isTempName(SocketName, name)
+}
+
+// isTempName reports whether name is one of the temporary names Listen
+// binds a socket named base under: ".<base>.<random hex>"
+// (.mcp.sock.0a1b2c3d), or anything else after the second dot.
+func isTempName(base, name string) bool {
+	return strings.HasPrefix(name, "."+base+".")
+}
+
+// Temps returns the entries beside path that carry a temporary name
+// Listen binds path under, whatever they are, in name order: a writer
+// killed between binding and renaming leaves one. It reads the directory
+// rather than globbing, since path may hold a pattern's metacharacters (a
+// home's path with a [); a directory it cannot read has none to return.
+func Temps(path string) []string {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	entries, _ := os.ReadDir(dir) // sorted by name
+	var temps []string
+	for _, e := range entries {
+		if isTempName(base, e.Name()) {
+			temps = append(temps, filepath.Join(dir, e.Name()))
+		}
+	}
+	return temps
 }
 
 // fits reports whether path, and the longest temporary name Listen binds
@@ -161,12 +185,12 @@ func RemoveStale(path string) (bool, error) {
 	return true, nil
 }
 
-// removeTemps removes temporary sockets a writer killed between bind and
-// rename left beside path.
+// removeTemps removes the temporary sockets (Temps) a writer killed
+// between bind and rename left beside path, for Listen, whose caller
+// holds the home's lock: no other writer binds beside path meanwhile.
 func removeTemps(path string) {
-	matches, _ := filepath.Glob(tempPath(path, "*"))
-	for _, m := range matches {
-		os.Remove(m)
+	for _, t := range Temps(path) {
+		os.Remove(t)
 	}
 }
 

@@ -188,3 +188,24 @@ func TestAnotherServerIsRefused(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestTempsBesideAPatternPath: the temporary sockets a writer killed
+// before its rename left are found (Temps) and cleared by the next
+// Listen, also in a home whose path holds a pattern's metacharacters.
+func TestTempsBesideAPatternPath(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "h[1")
+	require.NoError(t, os.Mkdir(home, 0o700))
+	path := attach.Path(home)
+	require.Equal(t, filepath.Join(home, attach.SocketName), path)
+	temp := filepath.Join(home, ".mcp.sock.deadbeef")
+	require.NoError(t, os.WriteFile(temp, nil, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, "mcp.sockets"), nil, 0o600)) // not one
+	assert.Equal(t, []string{temp}, attach.Temps(path))
+
+	ln, err := attach.Listen(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { attach.Unlisten(ln, path) })
+	assert.NoFileExists(t, temp)
+	assert.Empty(t, attach.Temps(path))
+	assert.Empty(t, attach.Temps(filepath.Join(t.TempDir(), "missing", "mcp.sock")), "no directory, no temporaries")
+}
