@@ -6,6 +6,9 @@
 //
 // Build compiles a main package; Start runs it and returns a Process whose
 // Kill, Wait, Killed and Stderr tell a kill from a clean exit from a failure.
+// Cmd.Failpoints arms failpoints, separated by ";", each with an action:
+// kill, error (an injected I/O error) or sleep(D), on every hit or the
+// Nth (kill@N).
 // Run is the loop for a suite: it crashes each failpoint of a Plan in turn,
 // then at random, collects every Violation rather than stopping at the
 // first, and returns a Summary whose String is the one line

@@ -147,6 +147,60 @@ func ExampleStart() {
 	// <nil> false 0
 }
 
+// Arm two failpoints, separated by ";": each write sleeps a millisecond
+// before it starts, and the second rename kills the process. Then arm one
+// with the error action: the write fails with an injected I/O error, which
+// the program reports and exits with.
+func ExampleCmd_actions() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "crashtest-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	bin, err := crashtest.Build(ctx, "./internal/testprog", dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	file := filepath.Join(dir, "lines")
+	p, err := crashtest.Start(ctx, crashtest.Cmd{
+		Path:       bin,
+		Args:       []string{"-file", file},
+		Failpoints: "atomicfile.before-write=sleep(1ms);atomicfile.before-rename=kill@2",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := bufio.NewScanner(p.Stdout())
+	for _, line := range []string{"one", "two"} {
+		fmt.Fprintln(p.Stdin(), line)
+		if out.Scan() {
+			fmt.Println(out.Text())
+		}
+	}
+	fmt.Println(p.Wait() != nil, p.Killed())
+
+	p, err = crashtest.Start(ctx, crashtest.Cmd{
+		Path:       bin,
+		Args:       []string{"-file", file},
+		Stdin:      strings.NewReader("three\n"),
+		Failpoints: "atomicfile.before-write=error",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = p.Wait()
+	fmt.Println(p.ExitCode(), strings.Contains(p.Stderr(), "injected I/O error"))
+	// Output:
+	// ok one
+	// true true
+	// 1 true
+}
+
 // The toolkit's failpoints say which phases of a server's life reach
 // them: a crash test of a server on the harness crashes those of the
 // phases it sets up, FailpointsIn(phases...).

@@ -66,10 +66,15 @@ type Cmd struct {
 	// environment; where a key repeats, the last entry wins.
 	Env []string
 
-	// Failpoints is the value of MCPKEEP_FAILPOINTS the process starts with,
-	// for example "atomicfile.before-rename=kill". "" arms nothing, even
-	// when the current process's environment arms something. Start rejects
-	// an unknown point or action.
+	// Failpoints is the value of MCPKEEP_FAILPOINTS the process starts
+	// with: name=action items separated by ";", such as
+	// "atomicfile.before-rename=kill;gitstore.before-ref=error@2". The
+	// actions are kill (the process SIGKILLs itself), error (the point
+	// fails with an injected I/O error, which unwraps to syscall.EIO) and
+	// sleep(D) (it waits for the duration D, such as sleep(50ms)); @N acts
+	// on the Nth hit only, else every hit acts. "" arms nothing, even when
+	// the current process's environment arms something. Start rejects an
+	// unknown point or action. The names are Failpoints'.
 	Failpoints string
 
 	// Stdin, if non-nil, is the process's standard input. If nil,
