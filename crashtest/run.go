@@ -54,7 +54,8 @@ type Plan struct {
 	MinDelay, MaxDelay time.Duration
 
 	// Timeout bounds one iteration: start, drive, restart and check. An
-	// iteration that runs out is a violation. 0 means one minute.
+	// iteration that runs out is a violation. 0 means one minute; Run
+	// refuses a negative Timeout, as it does a negative delay.
 	Timeout time.Duration
 
 	// MaxViolations stops the suite once it has found this many
@@ -195,10 +196,13 @@ func Run(ctx context.Context, log Logger, plan Plan) (Summary, error) {
 	if plan.MinDelay < 0 || plan.MaxDelay < plan.MinDelay {
 		return Summary{}, fmt.Errorf("crashtest: Plan delays %v..%v: want 0 <= MinDelay <= MaxDelay", plan.MinDelay, plan.MaxDelay)
 	}
+	if plan.Timeout < 0 {
+		return Summary{}, fmt.Errorf("crashtest: Plan.Timeout %v: want 0 (one minute) or more", plan.Timeout)
+	}
 	if plan.MinDelay == 0 && plan.MaxDelay == 0 {
 		plan.MaxDelay = 100 * time.Millisecond
 	}
-	if plan.Timeout <= 0 {
+	if plan.Timeout == 0 {
 		plan.Timeout = time.Minute
 	}
 	plan.Iterations = max(plan.Iterations, len(plan.Failpoints))

@@ -287,6 +287,7 @@ func TestRunRejectsPlan(t *testing.T) {
 		{"unknown failpoint", crashtest.Plan{Start: start, Failpoints: []string{"nosuch.point"}}},
 		{"delays reversed", crashtest.Plan{Start: start, Iterations: 1, MinDelay: time.Second, MaxDelay: time.Millisecond}},
 		{"negative delay", crashtest.Plan{Start: start, Iterations: 1, MinDelay: -time.Second}},
+		{"negative timeout", crashtest.Plan{Start: start, Iterations: 1, Timeout: -time.Second}},
 		{"recovery without Drive", crashtest.Plan{Start: start, Phases: []crashtest.Phase{crashtest.PhaseRecovery},
 			Failpoints: crashtest.FailpointsIn(crashtest.PhaseRecovery)[:3]}},
 	}
