@@ -243,26 +243,29 @@ func inLayout(name string, extraDirs []string) bool {
 // in home for status to find, for OpenHome, which starts no server and so
 // runs no start-up recovery: the state file, when it names a process that
 // is not running, is moved to backups/ by recovery's own step, as a
-// start moves it, and the attach socket it names, and the home's, are
-// removed if nothing listens on them. A state file of a live process, or
-// one that does not parse, is left for status and doctor to report. The
-// caller holds the home's lock. The caller's work does not depend on it,
-// so what it cannot remove it logs.
+// start moves it; and the sockets doctor --fix removes (RemoveStaleSockets:
+// the home's and the one the state file names, and the temporary ones
+// beside each, each only if it is a socket that refuses a connection),
+// with or without a state file. A state file of a live process, or one
+// that does not parse, is left for status and doctor to report; while it
+// names a live process, so are the sockets. The caller holds the home's
+// lock. The caller's work does not depend on it, so what it cannot remove
+// it logs.
 func clearDeadWriter(home string, log *slog.Logger) {
 	s, err := statefile.Read(filepath.Join(home, statefile.FileName))
-	if err != nil || s.Alive() || s.Ours() {
+	if s.Ours() {
 		return
 	}
-	if _, err := recovery.MoveStaleState(recovery.Options{Home: home, Logger: log}); err != nil {
-		log.Warn("could not move a dead server's state file to backups/", "pid", s.PID, "err", err)
-	}
-	for _, sock := range socketPaths(home, s) {
-		removed, err := attach.RemoveStale(sock)
-		switch {
-		case err != nil:
-			log.Warn("could not remove a dead server's socket", "pid", s.PID, "err", err)
-		case removed:
-			log.Warn("removed a dead server's socket", "pid", s.PID, "path", sock)
+	if err == nil && !s.Alive() {
+		if _, err := recovery.MoveStaleState(recovery.Options{Home: home, Logger: log}); err != nil {
+			log.Warn("could not move a dead server's state file to backups/", "pid", s.PID, "err", err)
 		}
+	}
+	removed, err := removeStaleSockets(home, s)
+	for _, sock := range removed {
+		log.Warn("removed a dead server's socket", "path", sock)
+	}
+	if err != nil {
+		log.Warn("could not remove a dead server's socket", "err", err)
 	}
 }

@@ -61,12 +61,19 @@ func StaleSockets(home string) []string {
 // outside the home.
 func (l *HomeLock) RemoveStaleSockets() ([]string, error) {
 	s, _ := statefile.Read(filepath.Join(l.home, statefile.FileName))
+	return removeStaleSockets(l.home, s)
+}
+
+// removeStaleSockets is RemoveStaleSockets of home, whose state file (if
+// any) is s, for a caller that holds the home's lock: RemoveStaleSockets,
+// and OpenHome's clean-up of a dead writer.
+func removeStaleSockets(home string, s *statefile.State) ([]string, error) {
 	if s.Alive() {
 		return nil, nil
 	}
 	var removed []string
 	var errs []error
-	for _, p := range withTemps(socketPaths(l.home, s)) {
+	for _, p := range withTemps(socketPaths(home, s)) {
 		ok, err := removeStale(p)
 		if ok {
 			removed = append(removed, p)
@@ -78,8 +85,7 @@ func (l *HomeLock) RemoveStaleSockets() ([]string, error) {
 
 // removeStale removes the socket at path if nothing listens on it
 // (attach.IsStale), and reports whether it did. It removes path alone:
-// attach.RemoveStale also removes the temporary sockets beside path
-// without dialling them, where RemoveStaleSockets dials each.
+// the caller dials each temporary socket beside it too.
 func removeStale(path string) (bool, error) {
 	if !attach.IsStale(path) {
 		return false, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 	"github.com/mcpkeep/mcpkeep/internal/proc"
 	"github.com/mcpkeep/mcpkeep/lifecycle"
@@ -92,9 +93,10 @@ func TestStaleSockets(t *testing.T) {
 // TestStaleTempSockets: the temporary sockets a writer killed between
 // binding its socket and renaming it into place left, beside the home's
 // socket or the one its state file names, are found without the lock and
-// removed with it, also with no socket at the path; one something listens
-// on, or anything there that is not a socket, is neither, and while the
-// PID lock file names a running process nothing is found.
+// removed with it, by RemoveStaleSockets and by OpenHome's clean-up of a
+// dead writer alike, also with no socket at the path; one something
+// listens on, or anything there that is not a socket, is neither, and
+// while the PID lock file names a running process nothing is found.
 func TestStaleTempSockets(t *testing.T) {
 	const (
 		sock    = "home/mcp.sock"
@@ -124,54 +126,69 @@ func TestStaleTempSockets(t *testing.T) {
 		{"not a socket", false, map[string]int{sock: dead, temp: file}, []string{sock}},
 		{"a live pid in the lock file", true, map[string]int{sock: dead, temp: dead}, nil},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(root, strconv.Itoa(i)+"[") // a home's path may hold a pattern's metacharacters
-			home := filepath.Join(dir, "home")
-			for _, d := range []string{home, filepath.Join(dir, "outside")} {
-				require.NoError(t, os.MkdirAll(d, 0o700))
-			}
-			lockPID := deadPID(t)
-			if tc.live {
-				lockPID = os.Getpid()
-			}
-			require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(lockPID)+"\n"), 0o600))
-			st, err := statefile.New("helios", home)
-			require.NoError(t, err)
-			st.PID, st.StartTime, st.Socket = deadPID(t), 1, filepath.Join(dir, out)
-			require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
-			for name, what := range tc.files {
-				p := filepath.Join(dir, name)
-				if what == file {
-					require.NoError(t, os.WriteFile(p, nil, 0o600))
-				} else {
-					mcptest.DeadSocket(t, p, what == listening)
+		for _, remover := range []string{"RemoveStaleSockets", "OpenHome"} {
+			t.Run(tc.name+"/"+remover, func(t *testing.T) {
+				dir := filepath.Join(root, strconv.Itoa(i)+remover[:1])
+				if remover == "RemoveStaleSockets" {
+					dir += "[" // a home's path may hold a pattern's metacharacters
 				}
-			}
-			var want []string
-			for _, w := range tc.want {
-				want = append(want, filepath.Join(dir, w))
-			}
+				home := filepath.Join(dir, "home")
+				for _, d := range []string{home, filepath.Join(dir, "outside")} {
+					require.NoError(t, os.MkdirAll(d, 0o700))
+				}
+				if remover == "OpenHome" {
+					_, err := bootstrap.Ensure(t.Context(), bootstrap.Spec{Home: home, Schema: 1})
+					require.NoError(t, err)
+				}
+				lockPID := deadPID(t)
+				if tc.live {
+					lockPID = os.Getpid()
+				}
+				require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(lockPID)+"\n"), 0o600))
+				st, err := statefile.New("helios", home)
+				require.NoError(t, err)
+				st.PID, st.StartTime, st.Socket = deadPID(t), 1, filepath.Join(dir, out)
+				require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
+				for name, what := range tc.files {
+					p := filepath.Join(dir, name)
+					if what == file {
+						require.NoError(t, os.WriteFile(p, nil, 0o600))
+					} else {
+						mcptest.DeadSocket(t, p, what == listening)
+					}
+				}
+				var want []string
+				for _, w := range tc.want {
+					want = append(want, filepath.Join(dir, w))
+				}
 
-			assert.Equal(t, want, lifecycle.StaleSockets(home))
-			for name := range tc.files {
-				_, err := os.Lstat(filepath.Join(dir, name))
-				assert.NoError(t, err, "StaleSockets only looks")
-			}
+				assert.Equal(t, want, lifecycle.StaleSockets(home))
+				for name := range tc.files {
+					_, err := os.Lstat(filepath.Join(dir, name))
+					assert.NoError(t, err, "StaleSockets only looks")
+				}
 
-			if tc.live {
-				return // the flock is free: TryLock would take the home from the live pid's file
-			}
-			lock, err := lifecycle.TryLock(home)
-			require.NoError(t, err)
-			removed, err := lock.RemoveStaleSockets()
-			require.NoError(t, err)
-			require.NoError(t, lock.Unlock())
-			assert.Equal(t, want, removed)
-			for name := range tc.files {
-				p := filepath.Join(dir, name)
-				_, err := os.Lstat(p)
-				assert.Equal(t, !slices.Contains(want, p), err == nil, "%s is removed only if stale: %v", name, err)
-			}
-		})
+				if tc.live {
+					return // the flock is free: TryLock would take the home from the live pid's file
+				}
+				if remover == "OpenHome" {
+					_, closeEnv, err := lifecycle.OpenHome(home, nil)
+					require.NoError(t, err)
+					require.NoError(t, closeEnv())
+				} else {
+					lock, err := lifecycle.TryLock(home)
+					require.NoError(t, err)
+					removed, err := lock.RemoveStaleSockets()
+					require.NoError(t, err)
+					require.NoError(t, lock.Unlock())
+					assert.Equal(t, want, removed)
+				}
+				for name := range tc.files {
+					p := filepath.Join(dir, name)
+					_, err := os.Lstat(p)
+					assert.Equal(t, !slices.Contains(want, p), err == nil, "%s is removed only if stale: %v", name, err)
+				}
+			})
+		}
 	}
 }

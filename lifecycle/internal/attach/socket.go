@@ -169,22 +169,6 @@ func IsStale(path string) bool {
 	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
-// RemoveStale removes the socket at path, and the temporary ones beside
-// it, if nothing listens there (IsStale): the socket of a writer that
-// died, for a caller that holds the home's lock and serves no socket
-// itself. Anything at path that is not a socket, or a socket that accepts
-// a connection, is left alone. It reports whether it removed path.
-func RemoveStale(path string) (bool, error) {
-	if !IsStale(path) {
-		return false, nil
-	}
-	removeTemps(path)
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("attach: remove the stale socket: %w", err)
-	}
-	return true, nil
-}
-
 // removeTemps removes the temporary sockets (Temps) a writer killed
 // between bind and rename left beside path, for Listen, whose caller
 // holds the home's lock: no other writer binds beside path meanwhile.
