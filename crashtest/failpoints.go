@@ -204,8 +204,7 @@ func hint(name string, p Phase, listed, prepared bool) string {
 		h = "when Iteration.Phase is PhaseUpgrade, Start must start a build of a higher Spec.Schema, with its migration, on a home of the older one"
 	case PhasePack:
 		h = "when Iteration.Phase is PhasePack, Start must start the server on a new home, and Drive must make changes that write more than Spec.Git.PackThreshold objects " +
-			"and fewer than 4 times as many, then wait for the process to die rather than stop it: packing comes beside the first change after a start " +
-			"or a second after the last, never at a clean stop (see PhasePack)"
+			"and fewer than 4 times as many, then wait for the process to die rather than stop it (see PhasePack)"
 	case PhaseAttach:
 		h = "when Iteration.Phase is PhaseAttach, Drive must start a second process on the home, with crashtest.Start, Drive's ctx and Iteration.Failpoints, once the first serves, " +
 			"then stop the first so that the second takes over (see PhaseAttach)"
