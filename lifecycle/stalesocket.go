@@ -24,19 +24,20 @@ import (
 // leaves one, with or without a socket at the path). While the home's PID
 // lock file or state file names a running process it returns none: a
 // writer holds the home, and its socket is live or about to be (a process
-// that exited and is not reaped yet, a zombie, holds nothing). It changes
+// that exited and is not reaped yet, a zombie, holds nothing; nor does
+// one that took a dead writer's pid since, LockHolderLive). It changes
 // nothing; it dials each socket once.
 func StaleSockets(home string) []string {
 	abs, err := filepath.Abs(home)
 	if err != nil {
 		return nil
 	}
+	s, _ := statefile.Read(filepath.Join(abs, statefile.FileName))
 	if data, err := atomicfile.ReadFile(filepath.Join(abs, LockFile)); err == nil {
-		if pid, err := ParseLockContent(data); err == nil && proc.Live(pid) {
+		if pid, err := ParseLockContent(data); err == nil && LockHolderLive(pid, s) {
 			return nil
 		}
 	}
-	s, _ := statefile.Read(filepath.Join(abs, statefile.FileName))
 	if s.Alive() {
 		return nil
 	}
@@ -47,6 +48,20 @@ func StaleSockets(home string) []string {
 		}
 	}
 	return stale
+}
+
+// LockHolderLive reports whether pid, read from a home's PID lock file,
+// is a writer that runs: a live process (a zombie is none) that, when s,
+// the home's state file (or nil), names pid, is the process s was
+// written for, by its start time and boot. After a reboot, or long after
+// a writer died, another process may run under its pid: the lock is
+// stale all the same. Tools that judge a lock without taking it (status,
+// doctor, StaleSockets) judge it by this one rule.
+func LockHolderLive(pid int, s *statefile.State) bool {
+	if s != nil && s.PID == pid {
+		return s.Alive()
+	}
+	return proc.Live(pid)
 }
 
 // RemoveStaleSockets removes the sockets StaleSockets finds in the locked

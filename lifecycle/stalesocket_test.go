@@ -47,6 +47,9 @@ func TestStaleSockets(t *testing.T) {
 		{"a socket in use", dead, dead, 1, true, []string{"outside"}},
 		{"a live pid in the lock file", sleeper.Process.Pid, dead, 1, false, nil},
 		{"a live server in the state file", dead, sleeper.Process.Pid, liveStart, false, nil},
+		// After a reboot, say: the state file's start time tells another
+		// process under the dead writer's pid, as status tells it.
+		{"a pid reused since", sleeper.Process.Pid, sleeper.Process.Pid, liveStart + 1, false, []string{"inside", "outside"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := t.TempDir()

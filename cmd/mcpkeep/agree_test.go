@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,15 +16,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 	"github.com/mcpkeep/mcpkeep/recovery"
+	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
 // TestStatusAgreesWithDoctor: damage doctor finds in a stopped home is a
 // problem for status too, exit 1, listed as doctor's own line for it: a
 // corrupt config file, a stamp that is missing, garbage or unreadable
-// beside the config repository (lost, not an interrupted install), and
-// a repository that opening would repair. Doctor never calls such a home
-// clean.
+// beside the config repository (lost, not an interrupted install), a
+// repository that opening would repair, and a PID lock file that cannot
+// be read. Doctor never calls such a home clean.
 func TestStatusAgreesWithDoctor(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -42,6 +46,10 @@ func TestStatusAgreesWithDoctor(t *testing.T) {
 		}, kindLostStamp, false},
 		{"unreadable stamp", func(t *testing.T, home string) {
 			require.NoError(t, os.Chmod(filepath.Join(home, ".version"), 0))
+		}, recovery.KindUnreadableFile, true},
+		{"unreadable lock file", func(t *testing.T, home string) {
+			write(t, filepath.Join(home, lifecycle.LockFile), "1\n")
+			require.NoError(t, os.Chmod(filepath.Join(home, lifecycle.LockFile), 0))
 		}, recovery.KindUnreadableFile, true},
 		{"missing .git/HEAD", func(t *testing.T, home string) {
 			require.NoError(t, os.Remove(filepath.Join(home, "config", ".git", "HEAD")))
@@ -127,4 +135,27 @@ func asNobody(t *testing.T, home string) func(args ...string) result {
 		}
 		return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
 	}
+}
+
+// TestReusedPID: a PID lock file and a state file naming a pid that a
+// process other than the dead writer runs under now (the state file's
+// start time tells), as after a reboot: status calls the lock stale, and
+// doctor, without --fix, reports the lock and the dead writer's socket
+// as stale too, as status would.
+func TestReusedPID(t *testing.T) {
+	home := installed(t)
+	self := os.Getpid() // runs: the pid reused
+	require.NoError(t, os.WriteFile(filepath.Join(home, lifecycle.LockFile), []byte(strconv.Itoa(self)+"\n"), 0o600))
+	st, err := statefile.New("helios", home)
+	require.NoError(t, err)
+	st.StartTime++ // the dead writer started at another time
+	st.Socket = filepath.Join(home, "mcp.sock")
+	require.NoError(t, statefile.Write(filepath.Join(home, statefile.FileName), &st))
+	mcptest.DeadSocket(t, st.Socket, false)
+
+	got := decode[statusOut](t, mcpkeep(t, "status", "--home", home, "--json"))
+	assert.Equal(t, &lockOut{PID: self}, got.Lock, "stale")
+	r := mcpkeep(t, "doctor", "--home", home, "--json")
+	assert.Equal(t, exitError, r.code, r.stdout)
+	assert.Equal(t, []string{kindStaleLock, kindStaleSocket, recovery.KindStaleState}, findings(t, true, r))
 }

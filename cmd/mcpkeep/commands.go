@@ -177,19 +177,21 @@ func (c *cli) status(ctx context.Context, args []string) error {
 
 	pid, lerr := readLockPID(filepath.Join(abs, lifecycle.LockFile))
 	s, serr := statefile.Read(filepath.Join(abs, statefile.FileName))
+	if serr != nil {
+		s = nil
+	}
 	if lerr == nil {
-		out.Lock = &lockOut{PID: pid, Alive: proc.Live(pid)}
-		if serr == nil && s.PID == pid {
-			out.Lock.Alive = s.Alive() // its start time tells a reused pid
-		}
+		out.Lock = &lockOut{PID: pid, Alive: lifecycle.LockHolderLive(pid, s)} // the state file's start time tells a reused pid
 		if !out.Lock.Alive {
 			out.Problems = append(out.Problems, staleLockProblem(pid))
 		}
 		out.Lock.Stopped = out.Lock.Alive && proc.Stopped(pid)
+	} else if f, ok := staleLock(abs, s); ok {
+		out.Problems = append(out.Problems, findingProblem(f)) // no PID, not a file, unreadable: as doctor says
 	} else if !errors.Is(lerr, fs.ErrNotExist) {
 		out.Problems = append(out.Problems, oneLine(lerr))
 	}
-	if serr == nil {
+	if s != nil {
 		out.Server = toServer(s)
 		out.Server.Stopped = out.Server.Alive && proc.Stopped(s.PID)
 		if h := s.Health; h != nil && !h.OK && out.Server.Alive {
@@ -638,7 +640,7 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 			writerFindings = append(writerFindings, staleSocket(abs, p, "removed"))
 		}
 	} else {
-		if f, ok := staleLock(abs); ok {
+		if f, ok := staleLock(abs, readState(abs)); ok {
 			writerFindings = append(writerFindings, f)
 		}
 		if pid, ok := stoppedWriter(abs); ok {
@@ -699,25 +701,47 @@ func staleSocket(home, path, action string) recovery.Finding {
 }
 
 // staleLock returns doctor's finding, without --fix, for the home's PID
-// lock file when it names no running process or holds no PID, as status
-// calls it stale. It only reads: the next start, or doctor --fix,
-// reclaims it.
-func staleLock(home string) (recovery.Finding, bool) {
+// lock file, whose state file is s (or nil), wherever status lists a
+// problem of it: when it names no running writer (lifecycle.LockHolderLive,
+// as status judges it), holds no PID, or is not a regular file, each of
+// which the next start, or doctor --fix, reclaims; or when it cannot be
+// read, which needs the user. It only reads.
+func staleLock(home string, s *statefile.State) (recovery.Finding, bool) {
 	data, err := atomicfile.ReadFile(filepath.Join(home, lifecycle.LockFile))
-	if err != nil {
-		return recovery.Finding{}, false // none, unreadable, or not a file: the next start says
-	}
 	f := recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "would be reclaimed"}
+	var refused *atomicfile.RefusedError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return recovery.Finding{}, false
+	case errors.As(err, &refused) && refused.Mode.Type() != 0:
+		f.Detail = fmt.Sprintf("%s is %s, not a PID file; it is moved to %s/ as it is", lifecycle.LockFile, refused.Kind(), bootstrap.BackupsDir)
+		return f, true
+	case err != nil:
+		return recovery.Finding{Kind: recovery.KindUnreadableFile, Path: lifecycle.LockFile, Action: "none", Detail: flat(err.Error()),
+			NeedsUser: true, Remedy: "a home's files must belong to the user its server runs as: give it back to it (chown, chmod u+rw)"}, true
+	}
 	pid, err := lifecycle.ParseLockContent(data)
 	switch {
 	case err != nil:
 		f.Detail = fmt.Sprintf("holds %v (a copy is kept in %s/)", err, bootstrap.BackupsDir)
-	case proc.Live(pid):
+	case lifecycle.LockHolderLive(pid, s):
 		return recovery.Finding{}, false
+	case proc.Live(pid):
+		f.Detail = fmt.Sprintf("pid %d runs, but is not the server the state file names: that one died, and its pid was taken since", pid)
 	default:
 		f.Detail = fmt.Sprintf("pid %d is not running: the server died without cleaning up", pid)
 	}
 	return f, true
+}
+
+// readState returns the home's state file, or nil if there is none or it
+// does not read (status and doctor report that of their own).
+func readState(home string) *statefile.State {
+	s, err := statefile.Read(filepath.Join(home, statefile.FileName))
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
 func (c *cli) history(ctx context.Context, args []string) error {

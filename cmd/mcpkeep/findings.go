@@ -76,10 +76,11 @@ func stoppedFinding(pid int) recovery.Finding {
 // stoppedWriter returns the server that holds home and is stopped: the
 // one its state file names, or its PID lock file, if it runs.
 func stoppedWriter(home string) (int, bool) {
-	if s, err := statefile.Read(filepath.Join(home, statefile.FileName)); err == nil && s.Alive() {
+	s := readState(home)
+	if s.Alive() {
 		return s.PID, proc.Stopped(s.PID)
 	}
-	if pid, err := readLockPID(filepath.Join(home, lifecycle.LockFile)); err == nil && proc.Live(pid) {
+	if pid, err := readLockPID(filepath.Join(home, lifecycle.LockFile)); err == nil && lifecycle.LockHolderLive(pid, s) {
 		return pid, proc.Stopped(pid)
 	}
 	return 0, false

@@ -50,12 +50,14 @@ func TestStatusAndDoctorOnPipes(t *testing.T) {
 	}
 	r := mcpkeepWithin(t, "status", "--home", home)
 	assert.Equal(t, exitError, r.code, "problems listed: %s", r.stdout)
-	assert.Contains(t, r.stdout, ".lock is a named pipe (fifo), not a regular file")
+	lockLine := "stale-lock .lock: would be reclaimed (.lock is a named pipe (fifo), not a PID file"
+	assert.Contains(t, r.stdout, "problem:   "+lockLine)
 	assert.Contains(t, r.stdout, "problem:   "+recovery.KindRefusedFile+" config/personas/pipe.yaml: would be quarantined to backups/ (a named pipe (fifo)")
 
 	r = mcpkeepWithin(t, "doctor", "--home", home)
 	assert.Equal(t, exitError, r.code)
 	assert.Contains(t, r.stdout, recovery.KindRefusedFile+" config/personas/pipe.yaml: would be quarantined")
+	assert.Contains(t, r.stdout, "\n"+lockLine, "doctor reports the lock status lists")
 	r = mcpkeepWithin(t, "doctor", "--home", home, "--fix")
 	assert.Contains(t, r.stdout, "stale-lock .lock: reclaimed")
 	assert.Contains(t, r.stdout, ".lock was a named pipe (fifo), not a PID file; moved to "+filepath.Join(home, "backups"))
