@@ -778,8 +778,12 @@ func (c *cli) history(ctx context.Context, args []string) error {
 	}
 	switch {
 	case len(commits) == 0 && path != "":
-		fmt.Fprintf(&b, "no commits: no commit of the config has ever held %s (paths are relative to %s, such as base.yaml)\n",
-			path, filepath.Join(abs, "config"))
+		example := ""
+		if files, err := store.FilesAt("HEAD"); err == nil && len(files) > 0 {
+			example = ", such as " + files[0] // one this home has: a server's files are its own
+		}
+		fmt.Fprintf(&b, "no commits: no commit of the config has ever held %s (paths are relative to %s%s)\n",
+			path, filepath.Join(abs, "config"), example)
 	case len(commits) == 0:
 		b.WriteString("no commits\n")
 	}
@@ -812,7 +816,7 @@ func (c *cli) rollback(ctx context.Context, args []string) error {
 	env, closeEnv, err := lifecycle.OpenHome(abs, n.logger())
 	if err != nil {
 		if errors.Is(err, lifecycle.ErrLocked) {
-			return fmt.Errorf("%w; use the server's rollback tool, or stop it first", err)
+			return fmt.Errorf("%w; stop that server first: rollback does not write beside a live server", err)
 		}
 		return err
 	}

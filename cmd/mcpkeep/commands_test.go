@@ -594,7 +594,7 @@ func TestLiveServer(t *testing.T) {
 		remedy string
 	}{
 		{[]string{"doctor", "--fix"}, "; stop that server first: doctor --fix does not write beside a live server\n"},
-		{[]string{"rollback", "HEAD~1"}, "; use the server's rollback tool, or stop it first\n"},
+		{[]string{"rollback", "HEAD~1"}, "; stop that server first: rollback does not write beside a live server\n"},
 	} {
 		for _, m := range modes {
 			t.Run(strings.Join(c.args, " ")+"/"+m.name, func(t *testing.T) {
