@@ -293,9 +293,17 @@ func redactToken(b []byte) []byte {
 // relative to the home. Copies are named by the time they were made.
 func (r *runner) pruneStaleStates(keep string) ([]string, error) {
 	backups := filepath.Join(r.home, BackupsDir)
-	copies, err := filepath.Glob(filepath.Join(backups, "stale-*-"+statefile.FileName+"*"))
+	// Not a glob of the path: a home's path may hold a pattern's
+	// metacharacters (a [), which only the names are matched without.
+	entries, err := os.ReadDir(backups)
 	if err != nil {
 		return nil, err
+	}
+	var copies []string
+	for _, e := range entries {
+		if ok, _ := filepath.Match("stale-*-"+statefile.FileName+"*", e.Name()); ok {
+			copies = append(copies, filepath.Join(backups, e.Name()))
+		}
 	}
 	copies = slices.DeleteFunc(copies, func(p string) bool { return p == keep })
 	slices.Sort(copies)
