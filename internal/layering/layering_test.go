@@ -59,7 +59,7 @@ var allowed = map[string][]string{
 	// import is what a server of theirs needs.
 	"examples/notes": {"atomicfile", "bootstrap", "gitstore", "lifecycle"},
 	// helpers for tests that drive MCP servers.
-	"internal/mcptest": {},
+	"internal/mcptest": {"internal/proc"},
 	// the raw durable replace the change path's benchmarks compare with.
 	"internal/diskfloor": {},
 	// a real etcd server that tests start and stop.
