@@ -390,47 +390,58 @@ func TestFailingValidateLeavesHomeAsItWas(t *testing.T) {
 // failed config/ per pair of schemas, the newest, and no pre-upgrade
 // backup once config/ holds its bytes again; the user's files are kept.
 func TestFailedUpgradesDoNotFillBackups(t *testing.T) {
-	home := copyFixture(t, "needs-upgrade", true)
-	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "notes.txt"), []byte("mine"), 0o600))
-	before := treeHash(t, home)
-	failing := func(attempt string) func(context.Context, string) error {
-		return func(ctx context.Context, dir string) error {
-			if err := os.WriteFile(filepath.Join(dir, "prefs.yaml"), []byte(attempt), 0o600); err != nil {
-				return err
+	// The second home's path holds a pattern's metacharacter, which
+	// backups/ is not globbed with.
+	for _, name := range []string{"home", "h[1"} {
+		t.Run(name, func(t *testing.T) {
+			home := copyFixture(t, "needs-upgrade", true)
+			if name != "home" {
+				moved := filepath.Join(filepath.Dir(home), name)
+				require.NoError(t, os.Rename(home, moved))
+				home = moved
 			}
-			return errors.New("boom")
-		}
-	}
-	for _, attempt := range []string{"first", "second", "third"} {
-		_, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, failing(attempt)))
-		require.ErrorIs(t, err, bootstrap.ErrMigration)
-		assert.Equal(t, before, treeHash(t, home), "%s attempt: the home as it was", attempt)
-	}
-	entries, err := os.ReadDir(filepath.Join(home, "backups"))
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "one failed copy, no pre-upgrade backup: %v", entries)
-	assert.True(t, strings.HasPrefix(entries[0].Name(), "failed-upgrade-v1-v3-"), entries[0].Name())
-	b, err := os.ReadFile(filepath.Join(home, "backups", entries[0].Name(), "prefs.yaml"))
-	require.NoError(t, err)
-	assert.Equal(t, "third", string(b), "the newest failed copy is kept")
+			require.NoError(t, os.WriteFile(filepath.Join(home, "config", "notes.txt"), []byte("mine"), 0o600))
+			before := treeHash(t, home)
+			failing := func(attempt string) func(context.Context, string) error {
+				return func(ctx context.Context, dir string) error {
+					if err := os.WriteFile(filepath.Join(dir, "prefs.yaml"), []byte(attempt), 0o600); err != nil {
+						return err
+					}
+					return errors.New("boom")
+				}
+			}
+			for _, attempt := range []string{"first", "second", "third"} {
+				_, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, failing(attempt)))
+				require.ErrorIs(t, err, bootstrap.ErrMigration)
+				assert.Equal(t, before, treeHash(t, home), "%s attempt: the home as it was", attempt)
+			}
+			entries, err := os.ReadDir(filepath.Join(home, "backups"))
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "one failed copy, no pre-upgrade backup: %v", entries)
+			assert.True(t, strings.HasPrefix(entries[0].Name(), "failed-upgrade-v1-v3-"), entries[0].Name())
+			b, err := os.ReadFile(filepath.Join(home, "backups", entries[0].Name(), "prefs.yaml"))
+			require.NoError(t, err)
+			assert.Equal(t, "third", string(b), "the newest failed copy is kept")
 
-	// Another pair of schemas keeps its own copy.
-	s := spec(home)
-	s.Schema = 2
-	s.Migrations = []bootstrap.Migration{{From: 1, To: 2, Name: "only", Apply: failing("to two")}}
-	_, err = bootstrap.Ensure(t.Context(), s)
-	require.ErrorIs(t, err, bootstrap.ErrMigration)
-	entries, err = os.ReadDir(filepath.Join(home, "backups"))
-	require.NoError(t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name()[:len("failed-upgrade-v1-v3")])
+			// Another pair of schemas keeps its own copy.
+			s := spec(home)
+			s.Schema = 2
+			s.Migrations = []bootstrap.Migration{{From: 1, To: 2, Name: "only", Apply: failing("to two")}}
+			_, err = bootstrap.Ensure(t.Context(), s)
+			require.ErrorIs(t, err, bootstrap.ErrMigration)
+			entries, err = os.ReadDir(filepath.Join(home, "backups"))
+			require.NoError(t, err)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name()[:len("failed-upgrade-v1-v3")])
+			}
+			assert.ElementsMatch(t, []string{"failed-upgrade-v1-v2", "failed-upgrade-v1-v3"}, names)
+			assert.Equal(t, before, treeHash(t, home))
+			b, err = os.ReadFile(filepath.Join(home, "config", "notes.txt"))
+			require.NoError(t, err)
+			assert.Equal(t, "mine", string(b))
+		})
 	}
-	assert.ElementsMatch(t, []string{"failed-upgrade-v1-v2", "failed-upgrade-v1-v3"}, names)
-	assert.Equal(t, before, treeHash(t, home))
-	b, err = os.ReadFile(filepath.Join(home, "config", "notes.txt"))
-	require.NoError(t, err)
-	assert.Equal(t, "mine", string(b))
 }
 
 func gitHead(t *testing.T, home string) string {

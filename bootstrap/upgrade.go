@@ -137,7 +137,7 @@ const partialSuffix = ".partial"
 // which the upgrade had not touched yet: nothing in it is lost.
 func (e *ensurer) removePartialBackups() error {
 	backups := filepath.Join(e.spec.Home, BackupsDir)
-	partial, err := filepath.Glob(filepath.Join(backups, "upgrade-v*"+partialSuffix))
+	partial, err := matching(backups, "upgrade-v*"+partialSuffix)
 	if err != nil {
 		return err
 	}
@@ -151,6 +151,30 @@ func (e *ensurer) removePartialBackups() error {
 		return nil
 	}
 	return atomicfile.SyncDir(backups)
+}
+
+// matching returns the paths of the entries of dir whose names match
+// pattern, as filepath.Glob(filepath.Join(dir, pattern)) would if dir were
+// taken as it is: a home's path may hold a pattern's metacharacters (a
+// home named "h[1"), which only names are matched without. A missing dir
+// holds none.
+func matching(dir, pattern string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range entries {
+		if ok, err := filepath.Match(pattern, e.Name()); err != nil {
+			return nil, err
+		} else if ok {
+			paths = append(paths, filepath.Join(dir, e.Name()))
+		}
+	}
+	return paths, nil
 }
 
 // restore puts config/ back as it was in the backup j names. The config/
@@ -182,7 +206,7 @@ func (e *ensurer) restore(j upgrading) error {
 	if err := e.endUpgrade(); err != nil {
 		return err
 	}
-	redundant, _ := filepath.Glob(filepath.Join(backups, prefix+"*"))
+	redundant, _ := matching(backups, prefix+"*")
 	if filepath.Dir(backup) == backups && strings.HasPrefix(filepath.Base(backup), "upgrade-v") {
 		redundant = append(redundant, backup)
 	}

@@ -651,11 +651,22 @@ func (s *Store) cleanLocks(locks []string) error {
 // and go-git ignore it (git warns). With the home lock held no pack is
 // being written.
 func (s *Store) cleanPackIndexes() error {
-	idxs, err := filepath.Glob(filepath.Join(s.gitDir, "objects", "pack", "pack-*.idx"))
+	// Not a glob: the repository's path may hold a pattern's
+	// metacharacters (a home named "h[1"), which only names are matched
+	// without.
+	dir := filepath.Join(s.gitDir, "objects", "pack")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	for _, p := range idxs {
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "pack-") || !strings.HasSuffix(e.Name(), ".idx") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
 		if _, err := os.Lstat(strings.TrimSuffix(p, ".idx") + ".pack"); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
