@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -100,6 +101,14 @@ func TryLock(home string) (*HomeLock, error) {
 	if err := atomicfile.MkdirAll(abs, 0o700); err != nil {
 		return nil, err
 	}
+	if err := checkOwner(abs); err != nil {
+		// A live holder is still worth naming: a process of another
+		// user then tries to attach, which the writer refuses.
+		if e := lockedError(abs); e.PID > 0 && proc.Live(e.PID) {
+			return nil, e
+		}
+		return nil, err
+	}
 	flockPath := filepath.Join(abs, FlockFile)
 	fl := flock.New(flockPath, flock.SetPermissions(0o600))
 	ok, err := fl.TryLock()
@@ -123,6 +132,29 @@ func TryLock(home string) (*HomeLock, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// checkOwner refuses a home that belongs to another user than the one
+// this process runs as, before anything in it is written. Root can write
+// into any user's home, and every file it wrote there would be root's
+// (0600): the home's owner could no longer start its server on it.
+func checkOwner(home string) error {
+	fi, err := os.Stat(home)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == os.Geteuid() {
+		return nil
+	}
+	owner := fmt.Sprintf("uid %d", st.Uid)
+	if u, err := user.LookupId(strconv.Itoa(int(st.Uid))); err == nil {
+		owner = fmt.Sprintf("%s (uid %d)", u.Username, st.Uid)
+	}
+	return &explained{prefix: fmt.Sprintf("lifecycle: the home %s belongs to %s, and this process runs as uid %d: "+
+		"run the server as the home's owner, or give it a home of its own "+
+		"(a process of another user would leave files there that its owner cannot read)",
+		home, owner, os.Geteuid()), err: fs.ErrPermission}
 }
 
 // takePIDFile writes our PID into .lock with lockfile, reclaiming whatever

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,12 +185,11 @@ func TestOtherUserCannotTakeRootsLock(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(exe, data, 0o755))
 	c := startChild(t, exe, home, &syscall.Credential{Uid: 65534, Gid: 65534})
-	// nobody cannot open root's 0600 lock files: it gets an error that
-	// names the file, or (if it could read the PID file) ErrLocked.
+	// nobody cannot take root's home: it gets an error that names the
+	// home's owner, or (if it could read the PID file) ErrLocked.
 	line := c.line(t)
 	if !strings.HasPrefix(line, "locked ") {
-		assert.Contains(t, line, lifecycle.FlockFile)
-		assert.Contains(t, line, "not writable by this user")
+		assert.Contains(t, line, "belongs to root (uid 0), and this process runs as uid 65534")
 	}
 	assert.NotEqual(t, "won", line)
 	assert.NoError(t, l.Check(), "root still holds its lock")
@@ -291,4 +291,38 @@ func FuzzLockContent(f *testing.F) {
 			assert.Positive(t, pid)
 		}
 	})
+}
+
+// TestLockRefusesAnotherUsersHome: a process of another user than the
+// home's owner (root launching a user's server, sudo npx ...) takes no lock
+// and writes nothing there: every file it wrote would be its own, and the
+// owner's next start would fail on them. The error names the owner.
+func TestLockRefusesAnotherUsersHome(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a home to another user needs root")
+	}
+	const nobody = 65534
+	home := filepath.Join(t.TempDir(), "home")
+	require.NoError(t, os.Mkdir(home, 0o700))
+	require.NoError(t, os.Chown(home, nobody, nobody))
+
+	_, err := lifecycle.TryLock(home)
+	require.ErrorIs(t, err, fs.ErrPermission)
+	assert.Contains(t, err.Error(), "belongs to nobody (uid 65534)")
+	assert.Contains(t, err.Error(), "run the server as the home's owner")
+	entries, err := os.ReadDir(home)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing written")
+
+	opts := options(t)
+	opts.Home = home
+	opts.Stdin, opts.Stdout = strings.NewReader(""), io.Discard
+	h, err := lifecycle.New(opts)
+	require.NoError(t, err)
+	err = h.Run(t.Context())
+	require.ErrorIs(t, err, fs.ErrPermission)
+	assert.Contains(t, err.Error(), "belongs to nobody (uid 65534)")
+	entries, err = os.ReadDir(home)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "Run wrote nothing either")
 }
