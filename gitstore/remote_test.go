@@ -550,3 +550,20 @@ func TestRemoteJoinOwnInstall(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteFileNeedsGit: go-git serves a file:// remote with git's own
+// upload-pack and receive-pack; without git on PATH, a fetch or push says
+// so and what to do, not `exec: "git": executable file not found`.
+func TestRemoteFileNeedsGit(t *testing.T) {
+	bare := gitremote.Bare(t)
+	s := home(t, map[string]string{"x.yaml": "x: 1\n"})
+	r := attach(t, s, gitremote.FileURL(bare), nil)
+	t.Setenv("PATH", t.TempDir())
+	_, err := r.Fetch(t.Context())
+	require.ErrorIs(t, err, gitstore.ErrRemote)
+	assert.Contains(t, err.Error(), "a file:// remote needs the git command, which is not on PATH")
+	assert.Contains(t, err.Error(), "install git, or give an https:// or ssh:// URL")
+	err = r.Push(t.Context())
+	require.ErrorIs(t, err, gitstore.ErrRemote)
+	assert.Contains(t, err.Error(), "a file:// remote needs the git command")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -39,6 +40,11 @@ func (r *Remote) endpoint(op string) (transport.Transport, *transport.Endpoint, 
 	var auth transport.AuthMethod
 	switch ep.Protocol {
 	case "file":
+		// go-git serves a file:// remote by running git's own
+		// upload-pack and receive-pack.
+		if _, err := exec.LookPath("git"); err != nil {
+			return nil, nil, nil, r.red.errorf(op, false, "a file:// remote needs the git command, which is not on PATH (%v): install git, or give an https:// or ssh:// URL", err)
+		}
 	case "http", "https":
 		if r.creds.Username != "" || r.creds.Password != "" {
 			auth = &githttp.BasicAuth{Username: r.creds.Username, Password: r.creds.Password}
