@@ -145,3 +145,48 @@ func TestHeliosHome(t *testing.T) {
 		})
 	}
 }
+
+// TestHomeNotADirectory: a home that is a file, whose path goes through
+// one, or that cannot be looked up at all (a symbolic link to itself), is
+// refused in the terms of the flag or variable that gave it, before helios
+// reads the home's etcd.yaml, whose error would hide it.
+func TestHomeNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "afile")
+	require.NoError(t, os.WriteFile(file, []byte("mine\n"), 0o600))
+	loop := filepath.Join(dir, "loop")
+	require.NoError(t, os.Symlink(loop, loop))
+	rel := ` (` + file + `: relative to ` + dir + `, the directory the MCP client started helios in)`
+	isFile := " is a file, not a directory: give the path of a directory (one that does not exist yet is created), or move the file away"
+	inside := " is inside " + file + ", which is a file, not a directory: give the path of a directory, or move the file away"
+	absolute := "; give it as an absolute path, the same from wherever a client starts helios"
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"--home FILE", []string{"--home", file}, nil, `helios: --home "` + file + `"` + isFile + "\n"},
+		{"HELIOS_HOME=FILE", nil, []string{"HELIOS_HOME=" + file}, `helios: HELIOS_HOME "` + file + `"` + isFile + "\n"},
+		{"--home FILE/x", []string{"--home", file + "/x"}, nil, `helios: --home "` + file + `/x"` + inside + "\n"},
+		{"--home FILE/x/y", []string{"--home", file + "/x/y"}, nil, `helios: --home "` + file + `/x/y"` + inside + "\n"},
+		{"a relative --home FILE", []string{"--home", "afile"}, nil, `helios: --home "afile"` + rel + isFile + absolute + "\n"},
+		{"--home LOOP", []string{"--home", loop}, nil,
+			`helios: --home "` + loop + `" cannot be used (stat ` + loop + ": too many levels of symbolic links): give another directory\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(heliosBin, append(tt.args, "--registry", "")...)
+			cmd.Env = append(os.Environ(), append([]string{"HELIOS_HOME="}, tt.env...)...)
+			cmd.Dir = dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.Error(t, cmd.Run())
+			assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
+			assert.Equal(t, tt.want, stderr.String())
+		})
+	}
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.Equal(t, "mine\n", string(data), "the file is left as it was")
+}

@@ -23,6 +23,10 @@ import (
 	"github.com/mcpkeep/mcpkeep/statefile"
 )
 
+// serverName is helios's name as a server: in its home's stamp, the state
+// file and the registry.
+const serverName = "helios"
+
 // Exit statuses: lifecycle.Main's, and exitUsage for a bad flag.
 const (
 	exitOK    = lifecycle.ExitOK
@@ -149,27 +153,39 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 		}
 		return nil, exitUsage
 	}
+	h := homeArg{from: "--home", given: *home}
+	if !flagSet(fs, "home") {
+		h.from = ""
+		if os.Getenv("HELIOS_HOME") != "" {
+			h.from = "HELIOS_HOME"
+		}
+	}
+	if strings.HasPrefix(*home, "~") {
+		fmt.Fprintf(stderr, "helios: %s %q starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path%s\n",
+			cmp.Or(h.from, "HOME"), *home, expanded(*home))
+		return nil, exitUsage
+	}
 	// A relative --home (or HELIOS_HOME) is relative to the directory
 	// helios was started in, as a person typing it in a shell means;
 	// lifecycle refuses a relative home, whose meaning would depend on a
 	// working directory an MCP client chooses.
-	if strings.HasPrefix(*home, "~") {
-		from := "--home"
-		if !flagSet(fs, "home") {
-			from = "HELIOS_HOME"
+	h.path = *home
+	if !filepath.IsAbs(h.path) {
+		wd, err := os.Getwd()
+		if err != nil {
+			fmt.Fprintf(stderr, "helios: %s cannot be made absolute (%v): give an absolute path\n", h, err)
+			return nil, exitUsage
 		}
-		fmt.Fprintf(stderr, "helios: %s %q starts with ~, which only a shell expands (an MCP client passes it as it is): give the full path%s\n",
-			from, *home, expanded(*home))
+		h.wd, h.path = wd, filepath.Join(wd, h.path)
+	}
+	h.path = filepath.Clean(h.path)
+	// The home's own problems first: its etcd.yaml is read next.
+	if err := h.check(); err != nil {
+		fmt.Fprintln(stderr, "helios:", err)
 		return nil, exitUsage
 	}
-	abs, err := filepath.Abs(*home)
-	if err != nil {
-		fmt.Fprintf(stderr, "helios: --home %q cannot be made absolute (%v): give an absolute path\n", *home, err)
-		return nil, exitUsage
-	}
-	*home = abs
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg, err := etcdOf(fs, *home, etcdEndpoints, etcd)
+	cfg, err := etcdOf(fs, h.path, etcdEndpoints, etcd)
 	if err != nil {
 		fmt.Fprintln(stderr, "helios:", err)
 		return nil, exitUsage
@@ -188,9 +204,9 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 		}
 	}
 	return &lifecycle.Options{
-		Name:         "helios",
+		Name:         serverName,
 		Version:      helios.Version(),
-		Home:         *home,
+		Home:         h.path,
 		Spec:         helios.Spec(),
 		NewServer:    helios.NewServer,
 		Warm:         helios.Warm,
