@@ -23,6 +23,12 @@ const (
 	// several hosts with one elected writer (package lifecycle/etcdlock).
 	// The user writes it, before the first start too.
 	EtcdFile = "etcd.yaml"
+	// TokenFile holds the bearer token of the home's HTTP transport
+	// (0600), made at the first start that serves HTTP and kept, as the
+	// port is, so that a client configured with the URL and the token
+	// reaches every writer of the home. Removing it makes a new one at
+	// the next start.
+	TokenFile = "http-token"
 )
 
 // stamp is the .version file. Its compatibility rules, for a field added
@@ -79,7 +85,7 @@ func IsLayoutName(name string) bool {
 // the home first, and keeps in backups/ the copy of a garbage PID file it
 // reclaims. An install that stopped after making backups/ alone is
 // finished by a fresh install just as well.
-var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true, BackupsDir: true, EtcdFile: true}
+var ignored = map[string]bool{".lock": true, ".lock.flock": true, "state.json": true, BackupsDir: true, EtcdFile: true, TokenFile: true}
 
 // Detect reads the home's state. schema is the caller's current schema
 // version; 0 means "do not judge" (for operator tools that do not know the

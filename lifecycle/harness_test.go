@@ -595,6 +595,40 @@ func TestRunHTTP(t *testing.T) {
 		assert.NoFileExists(t, r.statePath())
 		assert.Empty(t, log.Find(slog.LevelWarn, exposedWarning), "loopback is not exposed")
 	})
+	// The token is the home's, as the port is: the next start serves the
+	// same one, so a client configured with the URL and the token keeps
+	// working; a token file that holds no token is replaced, saying so.
+	t.Run("kept across starts", func(t *testing.T) {
+		opts := httpOptions(t)
+		r := run(t, opts)
+		first := r.state(t)
+		require.NoError(t, r.stop(t))
+		path := filepath.Join(opts.Home, bootstrap.TokenFile)
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, first.Token+"\n", string(data))
+
+		r = run(t, opts)
+		second := r.state(t)
+		assert.Equal(t, first.Token, second.Token)
+		assert.Equal(t, first.HTTP.URL, second.HTTP.URL)
+		assert.Equal(t, http.StatusOK, get(t, second.HTTP.URL, first.Token))
+		require.NoError(t, r.stop(t))
+
+		require.NoError(t, os.WriteFile(path, []byte("cut sho"), 0o600))
+		var log logs
+		opts.Logger = slog.New(&log)
+		r = run(t, opts)
+		third := r.state(t)
+		assert.NotEqual(t, first.Token, third.Token)
+		assert.Len(t, third.Token, 64)
+		assert.Len(t, log.Find(slog.LevelWarn, "the home's HTTP token file holds no token; making a new one"), 1)
+		assert.Equal(t, http.StatusOK, get(t, third.HTTP.URL, third.Token))
+		require.NoError(t, r.stop(t))
+	})
 	t.Run("NoToken on loopback", func(t *testing.T) {
 		opts := httpOptions(t)
 		opts.NoToken = true

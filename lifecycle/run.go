@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 
+	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/gitstore"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
@@ -217,7 +220,9 @@ func (h *Harness) write(ctx context.Context, lock *HomeLock, fwd *attach.Forward
 	w.http = ln
 	defer w.closeHTTP()
 	if ln != nil && !o.NoToken {
-		w.token = newToken()
+		if w.token, err = homeToken(o.Home, log); err != nil {
+			return err
+		}
 	}
 	<-bound
 
@@ -478,6 +483,39 @@ func newToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
+}
+
+// homeToken returns the home's bearer token from its TokenFile, making
+// one when there is none: every writer of the home, after a restart or a
+// handover, takes the same token, as it takes the same port, so that a
+// client configured with both keeps working. A file that holds no token
+// (cut short, edited) is replaced, and said so.
+func homeToken(home string, log *slog.Logger) (string, error) {
+	path := filepath.Join(home, bootstrap.TokenFile)
+	data, err := atomicfile.ReadFile(path)
+	switch {
+	case err == nil:
+		if t := strings.TrimSpace(string(data)); isToken(t) {
+			return t, nil
+		}
+		log.Warn("the home's HTTP token file holds no token; making a new one", "path", path)
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", withRemedy(fmt.Errorf("lifecycle: read the HTTP bearer token: %w", err), home)
+	}
+	t := newToken()
+	if err := atomicfile.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", withRemedy(fmt.Errorf("lifecycle: write the HTTP bearer token: %w", err), home)
+	}
+	return t, nil
+}
+
+// isToken reports whether t is a token newToken makes: 64 hex digits.
+func isToken(t string) bool {
+	if len(t) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(t)
+	return err == nil
 }
 
 func httpURL(h *statefile.HTTP) string {
