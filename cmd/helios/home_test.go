@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -189,4 +192,131 @@ func TestHomeNotADirectory(t *testing.T) {
 	data, err := os.ReadFile(file)
 	require.NoError(t, err)
 	assert.Equal(t, "mine\n", string(data), "the file is left as it was")
+}
+
+// unprivileged returns a helios binary and the credential to run it with
+// so that file modes stop it: as the test's user, or as nobody, from a
+// copy nobody may run, when the test runs as root.
+func unprivileged(t *testing.T) (bin string, cred *syscall.Credential) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return heliosBin, nil
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin = filepath.Join(dir, "helios")
+	data, err := os.ReadFile(heliosBin)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	return bin, &nobody
+}
+
+// readOnlyDir returns a new directory, in a directory the unprivileged
+// helios may enter, that it may enter but not write into: root's, or the
+// test user's with mode 0555.
+func readOnlyDir(t *testing.T) string {
+	t.Helper()
+	parent := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(parent), 0o755))
+	require.NoError(t, os.Chmod(parent, 0o755))
+	dir := filepath.Join(parent, "ro")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	if os.Geteuid() != 0 {
+		require.NoError(t, os.Chmod(dir, 0o555))
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	}
+	return dir
+}
+
+// TestHomeCannotBeUsed: a home helios cannot create or reach, one among
+// the user's files, or another server's, is refused naming --home or
+// HELIOS_HOME as the user wrote it, and a relative one with the directory
+// it was taken from; never with the harness's Go names (Options.Home,
+// os.UserHomeDir()), which helios's user never set.
+func TestHomeCannotBeUsed(t *testing.T) {
+	bin, cred := unprivileged(t)
+	ro := readOnlyDir(t)
+	closed := filepath.Join(filepath.Dir(ro), "closed") // one it may not enter
+	require.NoError(t, os.Mkdir(closed, 0o700))
+	require.NoError(t, os.Mkdir(filepath.Join(closed, "home"), 0o700))
+	if cred == nil {
+		require.NoError(t, os.Chmod(closed, 0o000))
+		t.Cleanup(func() { os.Chmod(closed, 0o700) })
+	}
+	user := t.TempDir() // the user's home directory: ~/.helios is suggested
+	require.NoError(t, os.Chmod(user, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(user, ".bashrc"), nil, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(user, "Documents"), 0o755))
+
+	// Another server's home: a helios home whose stamp names notes.
+	notes := filepath.Join(t.TempDir(), "notes")
+	out, err := exec.Command(heliosBin, "--home", notes, "--registry", "").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	stamp := filepath.Join(notes, ".version")
+	data, err := os.ReadFile(stamp)
+	require.NoError(t, err)
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(data, &st))
+	st["server"] = "notes"
+	data, err = json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(stamp, data, 0o600))
+	if cred != nil {
+		require.NoError(t, filepath.Walk(filepath.Dir(notes), func(p string, _ os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, int(cred.Uid), int(cred.Gid))
+		}))
+		require.NoError(t, os.Chmod(filepath.Dir(filepath.Dir(notes)), 0o755))
+		require.NoError(t, os.Chown(user, int(cred.Uid), int(cred.Gid)))
+	}
+
+	suggest := ", such as " + filepath.Join(user, ".helios")
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		dir  string // the directory helios starts in
+		want string
+	}{
+		{"--home in a directory it cannot write", []string{"--home", filepath.Join(ro, "h")}, nil, "",
+			`helios: --home "` + filepath.Join(ro, "h") + `" cannot be created (mkdir ` + filepath.Join(ro, "h") + ": permission denied): " +
+				"give a directory this user can create" + suggest + ", or create it first, owned by the user helios runs as\n"},
+		{"HELIOS_HOME in a directory it cannot write", nil, []string{"HELIOS_HOME=" + filepath.Join(ro, "a", "b")}, "",
+			`helios: HELIOS_HOME "` + filepath.Join(ro, "a", "b") + `" cannot be created (mkdir ` + filepath.Join(ro, "a") + ": permission denied): " +
+				"give a directory this user can create" + suggest + ", or create it first, owned by the user helios runs as\n"},
+		{"a relative --home where it cannot write", []string{"--home", ".helios"}, nil, ro,
+			`helios: --home ".helios" (` + filepath.Join(ro, ".helios") + ": relative to " + ro + ", the directory the MCP client started helios in) " +
+				"cannot be created (mkdir " + filepath.Join(ro, ".helios") + ": permission denied): give a directory this user can create" + suggest +
+				", or create it first, owned by the user helios runs as; give it as an absolute path, the same from wherever a client starts helios\n"},
+		{"--home it cannot reach", []string{"--home", filepath.Join(closed, "home")}, nil, "",
+			`helios: --home "` + filepath.Join(closed, "home") + `" cannot be reached (stat ` + filepath.Join(closed, "home") + ": permission denied): " +
+				"give a directory this user may enter" + suggest + "\n"},
+		{"--home $HOME", []string{"--home", user}, nil, "",
+			`helios: --home "` + user + `" holds files that are not a home's (.bashrc, Documents), and no .version stamp: ` +
+				"give an empty or new directory to install a new home" + suggest + ", or the directory of an existing home\n"},
+		{"a relative HELIOS_HOME among other files", nil, []string{"HELIOS_HOME=."}, user,
+			`helios: HELIOS_HOME "." (` + user + ": relative to " + user + ", the directory the MCP client started helios in) holds files that are not a home's " +
+				"(.bashrc, Documents), and no .version stamp: give an empty or new directory to install a new home" + suggest +
+				", or the directory of an existing home; give it as an absolute path, the same from wherever a client starts helios\n"},
+		{"another server's home", []string{"--home", notes}, nil, "",
+			`helios: --home "` + notes + `" is the home of the server "notes" (its .version says so), not of helios: give helios a home of its own` + suggest + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append(tt.args, "--registry", "")...)
+			cmd.Env = append(os.Environ(), append([]string{"HOME=" + user, "HELIOS_HOME="}, tt.env...)...)
+			cmd.Dir = cmp.Or(tt.dir, filepath.Dir(bin))
+			if cred != nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.Error(t, cmd.Run())
+			assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
+			assert.Equal(t, tt.want, stderr.String())
+		})
+	}
 }

@@ -6,7 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/lifecycle"
 )
 
 // homeArg is the home directory as the command line gave it, for the
@@ -38,9 +45,12 @@ func (h homeArg) String() string {
 // check returns what makes h a directory helios cannot run on, said in
 // the terms of the flag or variable that gave it, or nil. It reads only,
 // and comes before anything else reads the home (its etcd.yaml), so that
-// the home's own problem is the one reported: a file, or a path through a
-// file or that cannot be looked up. A missing home, or one this user
-// cannot reach, is the harness's to create or refuse.
+// the home's own problem is the one reported. It checks what the harness
+// checks before it locks the home, whose errors name lifecycle.Options:
+// a file, a path through a file or that this user cannot reach, a
+// directory this user cannot create, one that holds other files than a
+// home's, and another server's home. What it lets through the harness
+// still refuses, in its own words.
 func (h homeArg) check() error {
 	fi, err := os.Stat(h.path)
 	switch {
@@ -50,8 +60,43 @@ func (h homeArg) check() error {
 	case errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("%s is inside %s, which is a file, not a directory: give the path of a directory, or move the file away%s",
 			h, fileAbove(h.path), h.absolute())
-	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrNotExist):
+		return h.checkCreate()
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s cannot be reached (%v): give a directory this user may enter%s%s", h, err, h.suggest(), h.absolute())
+	case err != nil:
 		return fmt.Errorf("%s cannot be used (%v): give another directory%s", h, err, h.absolute())
+	}
+	if err := lifecycle.CheckNewHome(h.path); errors.Is(err, lifecycle.ErrNotHome) {
+		return fmt.Errorf("%s holds files that are not a home's (%s), and no %s stamp: give an empty or new directory to install a new home%s, "+
+			"or the directory of an existing home%s", h, foreign(h.path), bootstrap.VersionFile, h.suggest(), h.absolute())
+	}
+	if info, err := bootstrap.Detect(h.path, 0); err == nil && info.Server != "" && info.Server != serverName {
+		return fmt.Errorf("%s is the home of the server %q (its %s says so), not of %s: give %s a home of its own%s%s",
+			h, info.Server, bootstrap.VersionFile, serverName, serverName, h.suggest(), h.absolute())
+	}
+	return nil
+}
+
+// checkCreate refuses a home that is missing and that this user cannot
+// create: the nearest directory above it that exists is not one this
+// user may write.
+func (h homeArg) checkCreate() error {
+	missing, dir := h.path, filepath.Dir(h.path)
+	for {
+		_, err := os.Stat(dir)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || dir == filepath.Dir(dir) {
+			return nil // the harness says why
+		}
+		missing, dir = dir, filepath.Dir(dir)
+	}
+	// AT_EACCESS: as the user helios runs as, which mkdir will be.
+	if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("%s cannot be created (%v): give a directory this user can create%s, or create it first, owned by the user helios runs as%s",
+			h, &fs.PathError{Op: "mkdir", Path: missing, Err: err}, h.suggest(), h.absolute())
 	}
 	return nil
 }
@@ -65,6 +110,22 @@ func (h homeArg) absolute() string {
 	return "; give it as an absolute path, the same from wherever a client starts helios"
 }
 
+// suggest is ", such as ~/.helios", written out, or "" when that is this
+// home or the user has no home directory.
+func (h homeArg) suggest() string {
+	user, err := os.UserHomeDir()
+	if err != nil || !filepath.IsAbs(user) {
+		return ""
+	}
+	if fi, err := os.Stat(user); err != nil || !fi.IsDir() {
+		return ""
+	}
+	if def := filepath.Join(user, ".helios"); def != h.path {
+		return ", such as " + def
+	}
+	return ""
+}
+
 // fileAbove returns the path above path that is not a directory, for a
 // path whose stat says one of its parents is not (ENOTDIR): the one that
 // stats as a file, below which every path fails with ENOTDIR.
@@ -75,4 +136,21 @@ func fileAbove(path string) string {
 		}
 	}
 	return filepath.Dir(path) // replaced by a directory since
+}
+
+// foreign lists, for a message, the entries of dir that are not a home's:
+// up to three, then how many more.
+func foreign(dir string) string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		if !bootstrap.IsLayoutName(e.Name()) && !strings.HasPrefix(e.Name(), lifecycle.LockFile) && e.Type()&fs.ModeSocket == 0 {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	if len(names) > 3 {
+		names = append(names[:3:3], fmt.Sprintf("and %d more", len(names)-3))
+	}
+	return strings.Join(names, ", ")
 }
