@@ -134,17 +134,25 @@ func TryLock(home string) (*HomeLock, error) {
 	return l, nil
 }
 
-// checkOwner refuses a home that belongs to another user than the one
-// this process runs as, before anything in it is written. Root can write
-// into any user's home, and every file it wrote there would be root's
-// (0600): the home's owner could no longer start its server on it.
+// checkOwner refuses, to root, a home another user installed (its stamp
+// is that user's), before anything in it is written: root can write into
+// any user's home, and every file it wrote there would be root's (0600),
+// so the home's owner could no longer start its server on it (sudo npx
+// ...). A home root installed, or one not installed yet (a container's
+// volume owned by the host's user, which root then fills), is root's to
+// use. Other users are left to the file modes: a home they cannot write
+// fails at the lock, and one they may write (a group-writable volume) is
+// theirs to use.
 func checkOwner(home string) error {
-	fi, err := os.Stat(home)
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Lstat(filepath.Join(home, bootstrap.VersionFile))
 	if err != nil {
-		return err
+		return nil // not installed yet, or the install will say
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || int(st.Uid) == os.Geteuid() {
+	if !ok || st.Uid == 0 {
 		return nil
 	}
 	owner := fmt.Sprintf("uid %d", st.Uid)

@@ -185,11 +185,12 @@ func TestOtherUserCannotTakeRootsLock(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(exe, data, 0o755))
 	c := startChild(t, exe, home, &syscall.Credential{Uid: 65534, Gid: 65534})
-	// nobody cannot take root's home: it gets an error that names the
-	// home's owner, or (if it could read the PID file) ErrLocked.
+	// nobody cannot open root's 0600 lock files: it gets an error that
+	// names the file, or (if it could read the PID file) ErrLocked.
 	line := c.line(t)
 	if !strings.HasPrefix(line, "locked ") {
-		assert.Contains(t, line, "belongs to root (uid 0), and this process runs as uid 65534")
+		assert.Contains(t, line, lifecycle.FlockFile)
+		assert.Contains(t, line, "not writable by this user")
 	}
 	assert.NotEqual(t, "won", line)
 	assert.NoError(t, l.Check(), "root still holds its lock")
@@ -293,10 +294,11 @@ func FuzzLockContent(f *testing.F) {
 	})
 }
 
-// TestLockRefusesAnotherUsersHome: a process of another user than the
-// home's owner (root launching a user's server, sudo npx ...) takes no lock
-// and writes nothing there: every file it wrote would be its own, and the
-// owner's next start would fail on them. The error names the owner.
+// TestLockRefusesAnotherUsersHome: root launching a user's server on a
+// home the user installed (sudo npx ...) takes no lock and writes nothing
+// there: every file it wrote would be root's, and the owner's next start
+// would fail on them. The error names the owner. A home of the user's not
+// installed yet (a container's volume) is root's to use.
 func TestLockRefusesAnotherUsersHome(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving a home to another user needs root")
@@ -305,14 +307,26 @@ func TestLockRefusesAnotherUsersHome(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "home")
 	require.NoError(t, os.Mkdir(home, 0o700))
 	require.NoError(t, os.Chown(home, nobody, nobody))
+	// A home not installed yet (a container's volume of the host's user)
+	// is root's to use.
+	l, err := lifecycle.TryLock(home)
+	require.NoError(t, err)
+	require.NoError(t, l.Unlock())
+	require.NoError(t, os.RemoveAll(home))
+	require.NoError(t, os.Mkdir(home, 0o700))
+	require.NoError(t, os.Chown(home, nobody, nobody))
+	// One that nobody installed is not.
+	stamp := filepath.Join(home, ".version")
+	require.NoError(t, os.WriteFile(stamp, []byte(`{"schema":1}`), 0o600))
+	require.NoError(t, os.Chown(stamp, nobody, nobody))
 
-	_, err := lifecycle.TryLock(home)
+	_, err = lifecycle.TryLock(home)
 	require.ErrorIs(t, err, fs.ErrPermission)
 	assert.Contains(t, err.Error(), "belongs to nobody (uid 65534)")
 	assert.Contains(t, err.Error(), "run the server as the home's owner")
 	entries, err := os.ReadDir(home)
 	require.NoError(t, err)
-	assert.Empty(t, entries, "nothing written")
+	assert.Len(t, entries, 1, "nothing written beside the stamp")
 
 	opts := options(t)
 	opts.Home = home
@@ -324,5 +338,5 @@ func TestLockRefusesAnotherUsersHome(t *testing.T) {
 	assert.Contains(t, err.Error(), "belongs to nobody (uid 65534)")
 	entries, err = os.ReadDir(home)
 	require.NoError(t, err)
-	assert.Empty(t, entries, "Run wrote nothing either")
+	assert.Len(t, entries, 1, "Run wrote nothing either")
 }

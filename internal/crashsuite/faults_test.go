@@ -124,7 +124,7 @@ func TestFaults(t *testing.T) {
 		before := treeHash(t, home)
 		s := launch(t, b.helios, []string{"--home", home, "--registry", filepath.Join(dir, "servers.json")}, launchOpts{cred: &nobody})
 		assert.Equal(t, 1, s.wait(t))
-		assert.Contains(t, s.stderr.String(), "belongs to root (uid 0), and this process runs as uid 65534: run the server as the home's owner")
+		assert.Contains(t, s.stderr.String(), "is not writable by this user (uid 65534); run as the home's owner or use another home")
 		assert.Equal(t, before, treeHash(t, home))
 	})
 
