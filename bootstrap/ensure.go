@@ -429,29 +429,34 @@ func installMessage(schema int, server string) string {
 }
 
 // fromHistory returns the schema named by the newest install or migrate
-// commit of config/, and the server named by the newest install commit
-// that names one; 0 and "" when there are none or config/ does not read.
+// commit of config/, and the server named by its first commit, which is
+// the install's (a later commit's message is anybody's: a tool may commit
+// with the words its client gave); 0 and "" when there are none or config/
+// does not read. It opens the repository read-only: a refusal by what it
+// finds must not have repaired another server's repository first.
 func (e *ensurer) fromHistory() (schema int, server string) {
 	if _, err := os.Stat(filepath.Join(e.config, ".git")); err != nil {
 		return 0, ""
 	}
-	store, err := gitstore.Open(e.config, e.gitOptions())
+	o := e.gitOptions()
+	o.HoldsLock, o.ReadOnly = false, true
+	store, err := gitstore.Open(e.config, o)
 	if err != nil {
 		return 0, ""
 	}
 	defer store.Close()
 	commits, err := store.History("", 0)
-	if err != nil {
+	if err != nil || len(commits) == 0 {
 		return 0, ""
 	}
 	for _, c := range commits {
-		if m := schemaMsg.FindStringSubmatch(c.Message); m != nil && schema == 0 {
+		if m := schemaMsg.FindStringSubmatch(c.Message); m != nil {
 			schema, _ = strconv.Atoi(m[1] + m[2])
+			break
 		}
-		if m := serverMsg.FindStringSubmatch(c.Message); m != nil {
-			server, _ = strconv.Unquote(m[1])
-			break // older commits are of the same home or an earlier install
-		}
+	}
+	if m := serverMsg.FindStringSubmatch(commits[len(commits)-1].Message); m != nil {
+		server, _ = strconv.Unquote(m[1])
 	}
 	return schema, server
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
+	"github.com/mcpkeep/mcpkeep/gitstore"
 )
 
 // TestLostStampNamesTheServerByHistory: a named server's install commit
@@ -33,17 +34,29 @@ func TestLostStampNamesTheServerByHistory(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []string{`install: schema 1 of server "todo"`}, commitMessages(t, home))
 
+			// A later commit whose message a client chose, in the install's
+			// words, names nobody.
+			store, err := gitstore.Open(filepath.Join(home, bootstrap.ConfigDir), &gitstore.Options{HoldsLock: true})
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(home, bootstrap.ConfigDir, "note.yaml"), []byte("a: 1\n"), 0o600))
+			_, err = store.Commit(`install: schema 1 of server "helios" -- a note`)
+			require.NoError(t, err)
+			require.NoError(t, store.Close())
+			// A stale git lock the refusal must leave as it is.
+			require.NoError(t, os.WriteFile(filepath.Join(home, bootstrap.ConfigDir, ".git", "index.lock"), nil, 0o600))
+
 			stamp := filepath.Join(home, bootstrap.VersionFile)
 			require.NoError(t, lose(stamp))
 			before := treeHash(t, home)
 			other := spec(home)
-			other.Server = "helios"
+			other.Server = "other"
 			_, err = bootstrap.Ensure(t.Context(), other)
 			var oe *bootstrap.OtherServerError
 			require.ErrorAs(t, err, &oe)
 			assert.Equal(t, "todo", oe.Stamped)
 			assert.Contains(t, err.Error(), "the install commit of its config/ history says so")
 			assert.Equal(t, before, treeHash(t, home), "the refusal touched nothing")
+			assert.FileExists(t, filepath.Join(home, bootstrap.ConfigDir, ".git", "index.lock"), "nor repaired the repository")
 			entries, _ := os.ReadDir(filepath.Join(home, bootstrap.BackupsDir))
 			assert.Empty(t, entries, "the stamp was not moved aside either")
 
@@ -51,7 +64,8 @@ func TestLostStampNamesTheServerByHistory(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, res.Resumed)
 			assert.Equal(t, "todo", res.After.Server)
-			assert.Equal(t, []string{`install: schema 1 of server "todo"`}, commitMessages(t, home), "no second install")
+			assert.Equal(t, []string{`install: schema 1 of server "helios" -- a note`, `install: schema 1 of server "todo"`},
+				commitMessages(t, home), "no second install")
 		})
 	}
 }
