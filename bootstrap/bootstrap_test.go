@@ -278,50 +278,6 @@ func TestUpgrade(t *testing.T) {
 	assert.Len(t, backups, 1)
 }
 
-// TestUpgradeBackupIsPrivate: the backup of an older home made under umask
-// 022, with 0777 directories and 0666 files, has 0700 directories and no
-// file that group or others may write.
-func TestUpgradeBackupIsPrivate(t *testing.T) {
-	home := copyFixture(t, "needs-upgrade", true)
-	config := filepath.Join(home, "config")
-	require.NoError(t, filepath.WalkDir(config, func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil:
-			return err
-		case d.IsDir():
-			return os.Chmod(p, 0o777)
-		case d.Type().IsRegular():
-			return os.Chmod(p, 0o666)
-		}
-		return nil
-	}))
-	_, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, func(context.Context, string) error { return nil }))
-	require.NoError(t, err)
-	backups, _ := filepath.Glob(filepath.Join(home, "backups", "upgrade-v1-*"))
-	require.Len(t, backups, 1)
-	var dirs, files int
-	require.NoError(t, filepath.WalkDir(backups[0], func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			dirs++
-			assert.Equal(t, fs.FileMode(0o700), fi.Mode().Perm(), p)
-		case d.Type().IsRegular():
-			files++
-			assert.Zero(t, fi.Mode().Perm()&0o022, "%s is %v", p, fi.Mode().Perm())
-		}
-		return nil
-	}))
-	assert.Greater(t, dirs, 1, "config/ and .git's directories")
-	assert.Positive(t, files)
-}
-
 func TestFailingMigrationLeavesHomeAsItWas(t *testing.T) {
 	home := copyFixture(t, "needs-upgrade", true)
 	// An uncommitted edit too: it must survive the failed upgrade.

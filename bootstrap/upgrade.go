@@ -260,10 +260,7 @@ func (e *ensurer) endUpgrade() error {
 }
 
 // copyTree durably copies the directory src to dst (which must not hold
-// other files), keeping symbolic links and the files' modes less group and
-// other write. Directories are 0700, as Open makes .git's: an older home
-// made under umask 022 had 0777 ones, and a backup is no more open than
-// the home it is kept in.
+// other files), keeping modes and symbolic links.
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -280,7 +277,7 @@ func copyTree(src, dst string) error {
 		}
 		switch {
 		case d.IsDir():
-			return atomicfile.MkdirAll(target, 0o700)
+			return atomicfile.MkdirAll(target, info.Mode().Perm())
 		case d.Type()&fs.ModeSymlink != 0:
 			link, err := os.Readlink(p)
 			if err != nil {
@@ -292,7 +289,7 @@ func copyTree(src, dst string) error {
 			if err != nil {
 				return err
 			}
-			return atomicfile.WriteFile(target, data, info.Mode().Perm()&^0o022)
+			return atomicfile.WriteFile(target, data, info.Mode().Perm())
 		}
 		return nil // sockets and devices have no place in config
 	})
