@@ -69,7 +69,7 @@ func Main(args []string, newElector NewElector) {
 // exitError when it cannot.
 func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*lifecycle.Options, int) {
 	fs := flag.NewFlagSet("helios", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a bad flag is one line, below; --help prints the usage
 	home := fs.String("home", defaultHome(), "home directory (env HELIOS_HOME); give an absolute path: a relative one is taken from\nthe directory helios starts in, which an MCP client chooses, and ~ is not expanded")
 	httpAddr := fs.String("http", "", "also serve Streamable HTTP on this address, e.g. 127.0.0.1:0")
 	noStdio := fs.Bool("no-stdio", false, "serve HTTP only and ignore stdin, which then need not be open (nohup, a service manager);\nstop with SIGTERM or SIGINT; needs --http")
@@ -100,7 +100,9 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 	fs.StringVar(&remote.Mode, "remote-mode", "", "async (a change is answered once durable here, pushed in the background) or sync (answered once the remote has it);\ndefault: env MCPKEEP_REMOTE_MODE, else the home's mcpkeep.remote.mode, else async")
 	fs.DurationVar(&remote.Interval, "remote-interval", 0, "how often to fetch and merge the remote (default: env MCPKEEP_REMOTE_INTERVAL, else the home's, else 30s)")
 	fs.BoolVar(&remote.Off, "no-remote", false, "do not replicate, even if the home names a remote")
-	fs.Usage = func() {
+	fs.Usage = func() {}
+	usage := func() {
+		fs.SetOutput(stderr)
 		fmt.Fprintf(stderr, "usage: helios [--home DIR] [--http ADDR [--no-stdio] [--http-...]] [--exclusive] [--remote URL [--remote-mode sync]] [--registry FILE] [--version]\n\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nWith etcd (--etcd, %s or the home's %s), helios runs as `%s helios ARGS...`,\n"+
@@ -109,8 +111,11 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return nil, exitOK
 		}
+		// One line, not the usage, which would bury it in an MCP client's log.
+		fmt.Fprintf(stderr, "helios: %s (run helios --help for the flags)\n", asTyped(err, fs, args))
 		return nil, exitUsage
 	}
 	if fs.NArg() > 0 {
@@ -263,6 +268,44 @@ func etcdOf(fs *flag.FlagSet, home, endpoints string, flags etcdconfig.Config) (
 		return etcdconfig.Config{}, err
 	}
 	return cfg, nil
+}
+
+// asTyped returns the message of err, fs.Parse(args)'s error, with the
+// flag it names written as args wrote it: the flag package names it with
+// one dash ("flag provided but not defined: -hom") whatever was typed.
+func asTyped(err error, fs *flag.FlagSet, args []string) string {
+	msg := err.Error()
+	// The flag that failed is the last one Parse took: it stops at the
+	// error, leaving the arguments after it in fs.Args().
+	var typed, name string
+	for i := 0; i < len(args)-len(fs.Args()); i++ {
+		s := args[i]
+		if len(s) < 2 || s[0] != '-' {
+			continue
+		}
+		dashes := "-"
+		if s[1] == '-' {
+			dashes = "--"
+		}
+		n, _, hasValue := strings.Cut(s[len(dashes):], "=")
+		typed, name = dashes+n, n
+		if f := fs.Lookup(n); f != nil && !hasValue && !isBool(f) {
+			i++ // its value
+		}
+	}
+	if typed == "" || typed == "-"+name {
+		return msg
+	}
+	if m, ok := strings.CutSuffix(msg, " -"+name); ok {
+		return m + " " + typed
+	}
+	return strings.Replace(msg, " -"+name+":", " "+typed+":", 1)
+}
+
+// isBool reports whether f is a flag that takes no value, such as --exclusive.
+func isBool(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // httpModes are the values of --http-mode.
