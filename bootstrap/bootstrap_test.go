@@ -282,6 +282,9 @@ func TestFailingMigrationLeavesHomeAsItWas(t *testing.T) {
 	home := copyFixture(t, "needs-upgrade", true)
 	// An uncommitted edit too: it must survive the failed upgrade.
 	require.NoError(t, os.WriteFile(filepath.Join(home, "config", "notes.txt"), []byte("mine"), 0o600))
+	// Modes a user chose for config/ come back too (treeHash leaves them out).
+	require.NoError(t, os.Chmod(filepath.Join(home, "config"), 0o750))
+	require.NoError(t, os.Chmod(filepath.Join(home, "config", "notes.txt"), 0o640))
 	before := treeHash(t, home)
 	head := gitHead(t, home)
 	_, err := bootstrap.Ensure(t.Context(), upgradeSpec(home, func(ctx context.Context, dir string) error {
@@ -294,6 +297,11 @@ func TestFailingMigrationLeavesHomeAsItWas(t *testing.T) {
 	assert.Equal(t, "second", me.Migration)
 	assert.Equal(t, before, treeHash(t, home), "config/ bytes and .version as they were")
 	assert.Equal(t, head, gitHead(t, home))
+	for p, mode := range map[string]fs.FileMode{"config": 0o750, "config/notes.txt": 0o640} {
+		fi, err := os.Stat(filepath.Join(home, p))
+		require.NoError(t, err)
+		assert.Equal(t, mode, fi.Mode().Perm(), p)
+	}
 }
 
 // TestFailingValidateLeavesHomeAsItWas: Spec.Validate sees config/ after
