@@ -618,16 +618,32 @@ func TestRunHTTP(t *testing.T) {
 		assert.Equal(t, http.StatusOK, get(t, second.HTTP.URL, first.Token))
 		require.NoError(t, r.stop(t))
 
-		require.NoError(t, os.WriteFile(path, []byte("cut sho"), 0o600))
-		var log logs
-		opts.Logger = slog.New(&log)
-		r = run(t, opts)
-		third := r.state(t)
-		assert.NotEqual(t, first.Token, third.Token)
-		assert.Len(t, third.Token, 64)
-		assert.Len(t, log.Find(slog.LevelWarn, "the home's HTTP token file holds no token; making a new one"), 1)
-		assert.Equal(t, http.StatusOK, get(t, third.HTTP.URL, third.Token))
-		require.NoError(t, r.stop(t))
+		// A file that is not a token only this user reads is replaced.
+		elsewhere := filepath.Join(t.TempDir(), "token")
+		require.NoError(t, os.WriteFile(elsewhere, []byte(first.Token+"\n"), 0o600))
+		for name, spoil := range map[string]func() error{
+			"cut short":      func() error { return os.WriteFile(path, []byte("cut sho"), 0o600) },
+			"open to others": func() error { return os.Chmod(path, 0o644) },
+			"a link":         func() error { os.Remove(path); return os.Symlink(elsewhere, path) },
+		} {
+			require.NoError(t, spoil(), name)
+			var log logs
+			opts.Logger = slog.New(&log)
+			r = run(t, opts)
+			now := r.state(t)
+			assert.NotEqual(t, first.Token, now.Token, name)
+			assert.Len(t, now.Token, 64, name)
+			recs := log.Find(slog.LevelWarn, "the home's HTTP token file cannot be trusted; making a new token")
+			assert.Len(t, recs, 1, name)
+			assert.Equal(t, http.StatusOK, get(t, now.HTTP.URL, now.Token), name)
+			require.NoError(t, r.stop(t))
+			fi, err := os.Lstat(path)
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o600), fi.Mode(), "%s: a 0600 file again", name)
+		}
+		data, err = os.ReadFile(elsewhere)
+		require.NoError(t, err)
+		assert.Equal(t, first.Token+"\n", string(data), "the link's target is left alone")
 	})
 	t.Run("NoToken on loopback", func(t *testing.T) {
 		opts := httpOptions(t)

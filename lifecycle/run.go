@@ -9,12 +9,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
@@ -488,19 +490,33 @@ func newToken() string {
 // homeToken returns the home's bearer token from its TokenFile, making
 // one when there is none: every writer of the home, after a restart or a
 // handover, takes the same token, as it takes the same port, so that a
-// client configured with both keeps working. A file that holds no token
-// (cut short, edited) is replaced, and said so.
+// client configured with both keeps working. A file that is not a token
+// only this user reads (cut short, edited, a link, another user's, or
+// open to group or others) is replaced with a new token, and said so: a
+// token others could read is no longer secret.
 func homeToken(home string, log *slog.Logger) (string, error) {
 	path := filepath.Join(home, bootstrap.TokenFile)
-	data, err := atomicfile.ReadFile(path)
+	fi, err := os.Lstat(path)
 	switch {
-	case err == nil:
-		if t := strings.TrimSpace(string(data)); isToken(t) {
-			return t, nil
-		}
-		log.Warn("the home's HTTP token file holds no token; making a new one", "path", path)
-	case !errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return "", withRemedy(fmt.Errorf("lifecycle: read the HTTP bearer token: %w", err), home)
+	default:
+		why := ""
+		if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() {
+			why = "it is " + atomicfile.Kind(fi.Mode())
+		} else if ok && int(st.Uid) != os.Geteuid() {
+			why = fmt.Sprintf("it belongs to uid %d", st.Uid)
+		} else if fi.Mode().Perm()&0o077 != 0 {
+			why = fmt.Sprintf("its mode %v lets others read it", fi.Mode().Perm())
+		} else if data, err := atomicfile.ReadFile(path); err != nil {
+			return "", withRemedy(fmt.Errorf("lifecycle: read the HTTP bearer token: %w", err), home)
+		} else if t := strings.TrimSpace(string(data)); isToken(t) {
+			return t, nil
+		} else {
+			why = "it holds no token"
+		}
+		log.Warn("the home's HTTP token file cannot be trusted; making a new token", "path", path, "why", why)
 	}
 	t := newToken()
 	if err := atomicfile.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
