@@ -320,3 +320,49 @@ func TestHomeCannotBeUsed(t *testing.T) {
 		})
 	}
 }
+
+// TestRelativeHomeLogged: a relative home, which each client started in
+// another directory makes another home, is said in one log line at start
+// with the path it stands for; an absolute one is not.
+func TestRelativeHomeLogged(t *testing.T) {
+	const said = "is relative to the directory the MCP client started helios in: a client started in another directory uses another home"
+	tests := []struct {
+		name    string
+		args    []string
+		env     []string
+		want    string // the line's message and attributes; "" for none
+		wantDir string // the home, in the directory helios starts in
+	}{
+		{"--home rel", []string{"--home", "rel"}, nil, `msg="--home ` + said + `" home={dir}/rel given=rel wd={dir}`, "rel"},
+		{"HELIOS_HOME a/b", nil, []string{"HELIOS_HOME=a/b"}, `msg="HELIOS_HOME ` + said + `" home={dir}/a/b given=a/b wd={dir}`, "a/b"},
+		{"an absolute --home", []string{"--home", "{dir}/abs"}, nil, "", "abs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var args []string
+			for _, a := range tt.args {
+				args = append(args, strings.ReplaceAll(a, "{dir}", dir))
+			}
+			cmd := exec.Command(heliosBin, append(args, "--registry", "")...) // stdin at EOF: install, then stop
+			cmd.Env = append(os.Environ(), append([]string{"HELIOS_HOME="}, tt.env...)...)
+			cmd.Dir = dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Run(), stderr.String())
+			assert.FileExists(t, filepath.Join(dir, tt.wantDir, ".version"))
+			var lines []string
+			for line := range strings.Lines(stderr.String()) {
+				if strings.Contains(line, said) {
+					lines = append(lines, line)
+				}
+			}
+			if tt.want == "" {
+				assert.Empty(t, lines)
+				return
+			}
+			require.Len(t, lines, 1, stderr.String())
+			assert.Contains(t, lines[0], " level=WARN "+strings.ReplaceAll(tt.want, "{dir}", dir)+"\n")
+		})
+	}
+}

@@ -208,6 +208,12 @@ func Options(args []string, stdout, stderr io.Writer, newElector NewElector) (*l
 			return nil, exitUsage
 		}
 	}
+	if h.wd != "" {
+		// Each client that starts helios in another directory gets another
+		// home: say which one this is.
+		log.Warn(cmp.Or(h.from, "the home")+" is relative to the directory the MCP client started helios in: "+
+			"a client started in another directory uses another home", "home", h.path, "given", h.given, "wd", h.wd)
+	}
 	return &lifecycle.Options{
 		Name:         serverName,
 		Version:      helios.Version(),
