@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpkeep/mcpkeep/bootstrap"
 	"github.com/mcpkeep/mcpkeep/internal/failpoint"
+	"github.com/mcpkeep/mcpkeep/internal/proc"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/attach"
 	"github.com/mcpkeep/mcpkeep/lifecycle/internal/stdioconn"
 	"github.com/mcpkeep/mcpkeep/statefile"
@@ -118,7 +119,7 @@ func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.
 		if !ok {
 			return nil, nil, fmt.Errorf("%w; it takes no attached clients (it runs exclusive, or on an older mcpkeep): stop it or use another home", locked)
 		}
-		conn, err := dial(ctx, fwd, start.Add(attachQuiet), path, me)
+		conn, err := h.dial(ctx, fwd, start.Add(attachQuiet), lockPID(locked), path, me)
 		switch {
 		case errors.Is(err, errClientGone):
 			return nil, nil, err
@@ -154,13 +155,15 @@ func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.
 }
 
 // dial is attach.Dial that the client's end ends too, with errClientGone,
-// once the connect that calls it began patience ago: a writer that takes
-// the connection and does not answer (stopped, frozen) must not keep a
-// process whose client has gone alive for the hello's timeout. Before
-// that, a dial runs to its end whatever the client does: a client that
-// sends its requests and closes its stdin still gets their answers from
-// a writer that answers, as they all do within milliseconds.
-func dial(ctx context.Context, fwd *attach.Forwarder, patience time.Time, path string, me attach.Hello) (*attach.Conn, error) {
+// when the writer is stuck: the connect that calls it began patience ago,
+// and the writer is stopped (SIGSTOP) or its state file says it serves
+// while it does not answer. Such a writer takes the connection and never
+// says hello, and must not keep a process whose client has gone alive for
+// the hello's timeout. A writer that is starting (recovery of a large
+// history, a remote's catch-up: no state file yet) is waited for as
+// before, so that a client that sent its requests and closed its stdin
+// still gets their answers once it serves.
+func (h *Harness) dial(ctx context.Context, fwd *attach.Forwarder, patience time.Time, writer int, path string, me attach.Hello) (*attach.Conn, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -173,7 +176,9 @@ func dial(ctx context.Context, fwd *attach.Forwarder, patience time.Time, path s
 		defer t.Stop()
 		select {
 		case <-t.C:
-			cancel(errClientGone)
+			if h.writerStuck(writer) {
+				cancel(errClientGone)
+			}
 		case <-ctx.Done():
 		}
 	}()
@@ -182,21 +187,31 @@ func dial(ctx context.Context, fwd *attach.Forwarder, patience time.Time, path s
 		if conn != nil {
 			conn.Close()
 		}
+		h.log.Info("the client went while the home's writer did not answer; leaving", "writer_pid", writer)
 		return nil, errClientGone
 	}
 	return conn, err
 }
 
-// sayWaiting logs, once connect has waited attachQuiet and every
-// attachSayEvery after that, that the home's writer does not answer, until
-// the function it returns is called. A writer that starts or hands over
-// answers within milliseconds; one that does not for a second is stopped,
-// frozen or overloaded, and the client waits on this process meanwhile.
-func (h *Harness) sayWaiting(locked error) (stop func()) {
-	pid := 0
-	if le := (*LockedError)(nil); errors.As(locked, &le) {
-		pid = le.PID
+// writerStuck reports whether the home's writer, pid, is stopped, or is
+// named serving by its state file: one that does not answer then is not
+// starting.
+func (h *Harness) writerStuck(pid int) bool {
+	if proc.Stopped(pid) {
+		return true
 	}
+	st, err := statefile.Read(filepath.Join(h.opts.Home, statefile.FileName))
+	return err == nil && st.Alive() && st.Status == statefile.StatusReady && (pid == 0 || st.PID == pid)
+}
+
+// sayWaiting logs, once connect has waited attachQuiet and every
+// attachSayEvery after that, that the home's writer has not answered yet,
+// and whether it is stopped, until the function it returns is called. A
+// writer that hands over answers within milliseconds; one that does not
+// for a second is starting a large home, stopped, frozen or overloaded,
+// and the client waits on this process meanwhile.
+func (h *Harness) sayWaiting(locked error) (stop func()) {
+	pid := lockPID(locked)
 	start := time.Now()
 	var (
 		mu      sync.Mutex
@@ -211,8 +226,8 @@ func (h *Harness) sayWaiting(locked error) (stop func()) {
 		if stopped {
 			return
 		}
-		h.log.Warn("the home's writer does not answer at its socket; waiting for it",
-			"writer_pid", pid, "waited", time.Since(start).Round(100*time.Millisecond), "gives_up_after", attachWait)
+		h.log.Warn("the home's writer has not answered at its socket yet; waiting for it",
+			"writer_pid", pid, "stopped", proc.Stopped(pid), "waited", time.Since(start).Round(100*time.Millisecond), "gives_up_after", attachWait)
 		t.Reset(attachSayEvery)
 	})
 	return func() {
@@ -221,6 +236,14 @@ func (h *Harness) sayWaiting(locked error) (stop func()) {
 		stopped = true
 		t.Stop()
 	}
+}
+
+// lockPID returns the PID a *LockedError names, or 0.
+func lockPID(locked error) int {
+	if le := (*LockedError)(nil); errors.As(locked, &le) {
+		return le.PID
+	}
+	return 0
 }
 
 // socketOf returns the socket of the home's writer: the one its state file

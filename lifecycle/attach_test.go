@@ -319,9 +319,10 @@ func TestRunRefusesAnotherServersHome(t *testing.T) {
 }
 
 // TestRunSaysItWaitsForAFrozenWriter: a launch on a home whose writer holds
-// the lock but does not answer at its socket (stopped with SIGSTOP, hung)
+// the lock and is named serving but does not answer at its socket (hung)
 // says so in its log while it waits, naming the writer's PID, rather than
-// keeping silent until it gives up; and its client's end still ends it.
+// keeping silent until it gives up; and its client's end ends it, without
+// waiting out the hello's timeout.
 func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
 	opts := options(t)
 	lock, err := lifecycle.TryLock(opts.Home)
@@ -329,9 +330,15 @@ func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
 	defer lock.Unlock()
 	// A socket that takes connections and never says hello, as a frozen
 	// writer's does: the kernel queues the connection.
-	ln, err := net.Listen("unix", filepath.Join(opts.Home, "mcp.sock"))
+	sock := filepath.Join(opts.Home, "mcp.sock")
+	ln, err := net.Listen("unix", sock)
 	require.NoError(t, err)
 	defer ln.Close()
+	// Its state file says it serves: it is not starting.
+	st, err := statefile.New(opts.Name, opts.Home)
+	require.NoError(t, err)
+	st.Status, st.Socket = statefile.StatusReady, sock
+	require.NoError(t, statefile.Write(filepath.Join(opts.Home, statefile.FileName), &st))
 
 	var l logs
 	opts.Logger = slog.New(&l)
@@ -342,7 +349,7 @@ func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Run(t.Context()) }()
 
-	const msg = "the home's writer does not answer at its socket; waiting for it"
+	const msg = "the home's writer has not answered at its socket yet; waiting for it"
 	deadline := time.Now().Add(hangAfter)
 	for len(l.Find(slog.LevelWarn, msg)) == 0 {
 		require.True(t, time.Now().Before(deadline), "no word of the wait")
@@ -358,4 +365,6 @@ func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
 	case <-time.After(hangAfter):
 		t.Fatal("Run kept waiting after its client had gone")
 	}
+	// It left because its client went, not at the hello's timeout.
+	assert.Len(t, l.Find(slog.LevelInfo, "the client went while the home's writer did not answer; leaving"), 1)
 }
