@@ -31,7 +31,10 @@ type syncOut struct {
 	Conflicts []gitstore.Conflict `json:"conflicts"`
 	Resolved  string              `json:"resolved,omitempty"` // the tag --resolve removed
 	Server    int                 `json:"server_pid,omitempty"`
-	Notes     []string            `json:"notes,omitempty"`
+	// Error is why a sync that had already fetched and merged failed
+	// after (the push): what it did is still reported.
+	Error string   `json:"error,omitempty"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 // sync fetches the home's git remote, merges what it brings, pushes the
@@ -61,12 +64,22 @@ func (c *cli) sync(ctx context.Context, args []string) error {
 	}
 	out := syncOut{Home: abs}
 	err = c.syncLocked(ctx, env.Store, abs, *url, *timeout, *resolve, &out)
-	if err = errors.Join(err, closeEnv()); err != nil {
-		return err // no output: run prints the error, with --json as {"error", "home"}
+	err = errors.Join(err, closeEnv())
+	if err != nil && out.Fetch == nil && len(out.Conflicts) == 0 {
+		return err // nothing done: run prints the error, with --json as {"error", "home"}
 	}
 	out.Notes = n.list()
 	if out.Conflicts == nil {
 		out.Conflicts = []gitstore.Conflict{}
+	}
+	if err != nil {
+		// The fetch merged, and the push failed: what the merge did
+		// (files taken, conflicts kept) is part of the answer.
+		out.Error = oneLine(err)
+		if eerr := c.emit(out, n.text()+syncText(out)); eerr != nil {
+			return errors.Join(err, eerr)
+		}
+		return err
 	}
 	return c.emit(out, n.text()+syncText(out))
 }
