@@ -75,7 +75,7 @@ type Plan struct {
 	// waits for the process to die; a Plan whose Phases list PhaseRecovery
 	// needs a Drive, to make the change its preparing runs crash in. Drive
 	// may start more processes with crashtest.Start and ctx: Run kills
-	// them, if they still run, when the iteration ends.
+	// them, if they still run, with the first, before Restart.
 	Drive func(ctx context.Context, it *Iteration, p *Process) error
 
 	// Restart runs after each crash: typically it starts the binary again
@@ -351,6 +351,10 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (cra
 		errs = append(errs, err)
 	}
 	werr := p.Wait()
+	// What Drive started and left running (a second process of
+	// PhaseAttach) dies with the first: Restart and Check see the home
+	// as a crash leaves it, with no writer of the iteration still on it.
+	procs.end()
 	if timedOut("") {
 		return p.Killed(), false, prepared, errs
 	}
