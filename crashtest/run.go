@@ -75,7 +75,11 @@ type Plan struct {
 	// waits for the process to die; a Plan whose Phases list PhaseRecovery
 	// needs a Drive, to make the change its preparing runs crash in. Drive
 	// may start more processes with crashtest.Start and ctx: Run kills
-	// them, if they still run, with the first, before Restart.
+	// them, if they still run, when the iteration ends, after Check. Until
+	// then they are the crash's survivors, which Restart and Check may
+	// look at (an attached process that must take over, or leave once
+	// its client goes); kill them in Drive when Restart should find the
+	// home with no process of the iteration on it.
 	Drive func(ctx context.Context, it *Iteration, p *Process) error
 
 	// Restart runs after each crash: typically it starts the binary again
@@ -351,10 +355,6 @@ func runOne(ctx context.Context, plan *Plan, it *Iteration, procs *started) (cra
 		errs = append(errs, err)
 	}
 	werr := p.Wait()
-	// What Drive started and left running (a second process of
-	// PhaseAttach) dies with the first: Restart and Check see the home
-	// as a crash leaves it, with no writer of the iteration still on it.
-	procs.end()
 	if timedOut("") {
 		return p.Killed(), false, prepared, errs
 	}
