@@ -403,15 +403,7 @@ func roleWords(c *statefile.Cluster) string {
 // stopped server, as its last one, which is not live.
 func writeHealth(b *strings.Builder, h *statefile.Health, stopped bool) {
 	if stopped {
-		const frozen = "health:    unknown: the server is stopped"
-		switch {
-		case h == nil:
-			fmt.Fprintf(b, "%s (it was never checked)\n", frozen)
-		case h.OK:
-			fmt.Fprintf(b, "%s (its last check passed, at %s)\n", frozen, h.CheckedAt.Local().Format(time.DateTime))
-		default:
-			fmt.Fprintf(b, "%s (its last check found %s, at %s)\n", frozen, count(len(h.Problems), "problem"), h.CheckedAt.Local().Format(time.DateTime))
-		}
+		writeLastHealth(b, h, "health:    unknown: the server is stopped")
 		return
 	}
 	switch {
@@ -450,14 +442,19 @@ func writeStale(b *strings.Builder, s *serverOut) {
 			fmt.Fprintf(b, "           %s\n", sessionWords(a))
 		}
 	}
-	const dead = "health:    unknown: the server is not running"
-	switch h := r.Health; {
+	writeLastHealth(b, r.Health, "health:    unknown: the server is not running")
+}
+
+// writeLastHealth writes the health line of a server whose health is not
+// live, headed by unknown: what its last check, h, found, and when.
+func writeLastHealth(b *strings.Builder, h *statefile.Health, unknown string) {
+	switch {
 	case h == nil:
-		fmt.Fprintf(b, "%s (it was never checked)\n", dead)
+		fmt.Fprintf(b, "%s (it was never checked)\n", unknown)
 	case h.OK:
-		fmt.Fprintf(b, "%s (its last check passed, at %s)\n", dead, h.CheckedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(b, "%s (its last check passed, at %s)\n", unknown, h.CheckedAt.Local().Format(time.DateTime))
 	default:
-		fmt.Fprintf(b, "%s (its last check found %s, at %s)\n", dead, count(len(h.Problems), "problem"), h.CheckedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(b, "%s (its last check found %s, at %s)\n", unknown, count(len(h.Problems), "problem"), h.CheckedAt.Local().Format(time.DateTime))
 	}
 }
 
