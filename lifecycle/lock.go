@@ -134,25 +134,30 @@ func TryLock(home string) (*HomeLock, error) {
 	return l, nil
 }
 
-// checkOwner refuses, to root, a home another user installed (its stamp
-// is that user's), before anything in it is written: root can write into
-// any user's home, and every file it wrote there would be root's (0600),
-// so the home's owner could no longer start its server on it (sudo npx
-// ...). A home root installed, or one not installed yet (a container's
-// volume owned by the host's user, which root then fills), is root's to
-// use. Other users are left to the file modes: a home they cannot write
-// fails at the lock, and one they may write (a group-writable volume) is
-// theirs to use.
+// checkOwner refuses, to root, a home that belongs to another user (the
+// directory or its stamp), before anything in it is written: root can
+// write into any user's home, and every file it wrote there would be
+// root's (0600), so the home's owner could no longer start its server on
+// it (sudo npx ..., a root container on a volume of the host's user: run
+// it with that user's uid). Other users are left to the file modes: a
+// home they cannot write fails at the lock, and one they may write (a
+// group-writable volume) is theirs to use.
 func checkOwner(home string) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	fi, err := os.Lstat(filepath.Join(home, bootstrap.VersionFile))
-	if err != nil {
-		return nil // not installed yet, or the install will say
+	var st *syscall.Stat_t
+	for _, p := range []string{home, filepath.Join(home, bootstrap.VersionFile)} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue // the home was just made, or is not installed yet
+		}
+		if s, ok := fi.Sys().(*syscall.Stat_t); ok && s.Uid != 0 {
+			st = s
+			break
+		}
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || st.Uid == 0 {
+	if st == nil {
 		return nil
 	}
 	owner := fmt.Sprintf("uid %d", st.Uid)

@@ -294,11 +294,11 @@ func FuzzLockContent(f *testing.F) {
 	})
 }
 
-// TestLockRefusesAnotherUsersHome: root launching a user's server on a
-// home the user installed (sudo npx ...) takes no lock and writes nothing
-// there: every file it wrote would be root's, and the owner's next start
-// would fail on them. The error names the owner. A home of the user's not
-// installed yet (a container's volume) is root's to use.
+// TestLockRefusesAnotherUsersHome: root launching a user's server on the
+// user's home (sudo npx ..., a root container on the host user's volume)
+// takes no lock and writes nothing there: every file it wrote would be
+// root's, and the owner's next start would fail on them. The error names
+// the owner.
 func TestLockRefusesAnotherUsersHome(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving a home to another user needs root")
@@ -307,18 +307,17 @@ func TestLockRefusesAnotherUsersHome(t *testing.T) {
 	home := filepath.Join(t.TempDir(), "home")
 	require.NoError(t, os.Mkdir(home, 0o700))
 	require.NoError(t, os.Chown(home, nobody, nobody))
-	// A home not installed yet (a container's volume of the host's user)
-	// is root's to use.
-	l, err := lifecycle.TryLock(home)
-	require.NoError(t, err)
-	require.NoError(t, l.Unlock())
-	require.NoError(t, os.RemoveAll(home))
-	require.NoError(t, os.Mkdir(home, 0o700))
-	require.NoError(t, os.Chown(home, nobody, nobody))
-	// One that nobody installed is not.
+	// Not installed yet, or installed (by nobody, or with its stamp then
+	// lost, or by root in a directory of nobody's): refused alike.
+	_, err := lifecycle.TryLock(home)
+	require.ErrorIs(t, err, fs.ErrPermission)
 	stamp := filepath.Join(home, ".version")
 	require.NoError(t, os.WriteFile(stamp, []byte(`{"schema":1}`), 0o600))
 	require.NoError(t, os.Chown(stamp, nobody, nobody))
+	require.NoError(t, os.Chown(home, 0, 0))
+	_, err = lifecycle.TryLock(home)
+	require.ErrorIs(t, err, fs.ErrPermission, "a root-owned directory holding nobody's stamp")
+	require.NoError(t, os.Chown(home, nobody, nobody))
 
 	_, err = lifecycle.TryLock(home)
 	require.ErrorIs(t, err, fs.ErrPermission)
