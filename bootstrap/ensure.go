@@ -418,6 +418,16 @@ var (
 	serverMsg = regexp.MustCompile(`^install: schema \d+ of server ("(?:[^"\\]|\\.)*")`)
 )
 
+// OwnMessage reports whether msg begins as the commits bootstrap makes do
+// (`install: schema N`, `migrate vA→vB`). When a home's stamp is lost,
+// Ensure reads the home's schema from those commits in its history, so
+// no other commit may be made in their words: lifecycle's Env.Update and
+// Env.Commit refuse such a message, which a tool may have taken from its
+// client.
+func OwnMessage(msg string) bool {
+	return schemaMsg.MatchString(strings.TrimSpace(msg))
+}
+
 // installMessage is the message of the install commit: the schema, and the
 // server when the spec names it, so that the history says whose home it is
 // if the stamp is lost.

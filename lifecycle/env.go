@@ -159,12 +159,18 @@ func (e *Env) init() {
 // Once the home is closed (OpenHome's close func was called, or
 // Harness.Run returned), Update, Commit and Rollback change nothing and
 // return an error matching gitstore.ErrClosed that says so.
+//
+// A msg in the words of bootstrap's own commits (bootstrap.OwnMessage:
+// `install: schema N`, `migrate vA→vB`) is refused, by Commit too: a
+// home whose stamp is lost is read by them.
 func (e *Env) Update(ctx context.Context, msg string, fn func(tx *Tx) error) (string, error) {
 	switch {
 	case fn == nil && ctx != nil:
 		return "", fmt.Errorf("lifecycle: Update(ctx, %q, nil): fn is nil; pass the function that makes the change", msg)
 	case strings.TrimSpace(msg) == "" && ctx != nil:
 		return "", fmt.Errorf("lifecycle: Update(ctx, %q, fn): msg is empty; give the change a commit message", msg)
+	case bootstrap.OwnMessage(msg):
+		return "", fmt.Errorf("lifecycle: Update(ctx, %q, fn): %w", msg, errOwnMessage)
 	}
 	return e.update(ctx, msg, fn, caller{"Update", []string{strconv.Quote(msg), "fn"}})
 }
@@ -442,8 +448,15 @@ func (e *Env) failed(msg string, files []string, fate string, err error) error {
 // new hash with an error matching *gitstore.LeftOutError (errors.As) that
 // names them; the server's next start moves them to backups/.
 func (e *Env) Commit(msg string) (string, error) {
+	if bootstrap.OwnMessage(msg) {
+		return "", fmt.Errorf("lifecycle: Commit(%q): %w", msg, errOwnMessage)
+	}
 	return e.commitWithin(context.Background(), msg)
 }
+
+// errOwnMessage refuses a commit message in the words of bootstrap's own
+// commits, by which a home whose stamp is lost is read.
+var errOwnMessage = errors.New("msg begins as the install and migrate commits of bootstrap do, which a home's schema is read from when its stamp is lost; give the change other words")
 
 // commitWithin is Commit, waiting for the transactions' turn only until
 // ctx ends (the shutdown's commit: a tool left behind may hold the turn

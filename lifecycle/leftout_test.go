@@ -84,3 +84,30 @@ func TestShutdownCommitLeavesOut(t *testing.T) {
 	_, err := os.Lstat(filepath.Join(opts.Home, "config", "pw.yaml"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the next start moved the link aside")
 }
+
+// TestCommitRefusesBootstrapsWords: Commit, as Update, refuses a message
+// in the words of bootstrap's install and migrate commits, which a home
+// whose stamp is lost is read by (a tool may pass its client's words on),
+// and commits nothing.
+func TestCommitRefusesBootstrapsWords(t *testing.T) {
+	opts := options(t)
+	require.NoError(t, run(t, opts).stop(t)) // install
+	require.NoError(t, os.WriteFile(filepath.Join(opts.Home, "config", "mine.yaml"), []byte("a: 1\n"), 0o600))
+	env, closeEnv, err := lifecycle.OpenHome(opts.Home, nil)
+	require.NoError(t, err)
+	defer closeEnv()
+	before, err := env.Store.Head()
+	require.NoError(t, err)
+	for _, msg := range []string{"migrate v1→v9", "  install: schema 9 of server \"x\""} {
+		hash, err := env.Commit(msg)
+		require.Error(t, err, msg)
+		assert.Contains(t, err.Error(), "give the change other words", msg)
+		assert.Empty(t, hash, msg)
+	}
+	after, err := env.Store.Head()
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "nothing committed")
+	hash, err := env.Commit("my note")
+	require.NoError(t, err)
+	assert.NotEmpty(t, hash)
+}

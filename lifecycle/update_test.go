@@ -106,6 +106,9 @@ func TestUpdateMisuse(t *testing.T) {
 		{name: "nil ctx", ctxNil: true, msg: "m", fn: writeA("1"), says: "pass a context"},
 		{name: "cancelled ctx", ctxDone: true, msg: "m", fn: writeA("1"), says: `Update(ctx, "m", fn): context canceled before it began; nothing was changed`},
 		{name: "empty message", msg: " ", fn: writeA("1"), says: "msg is empty"},
+		// The words a lost stamp's schema is read from are bootstrap's.
+		{name: "an install's words", msg: "install: schema 9 -- my note", fn: writeA("1"), says: "msg begins as the install and migrate commits of bootstrap do"},
+		{name: "a migration's words", msg: "migrate v1→v9", fn: writeA("1"), says: "give the change other words"},
 		{name: "empty path", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("", []byte("x")) },
 			badPath: true, says: `tx.WriteFile(""): the path is empty`},
 		{name: "outside ConfigDir", msg: "m", fn: func(tx *lifecycle.Tx) error { return tx.WriteFile("../notes.yaml", []byte("x")) },
