@@ -99,12 +99,16 @@ func (h *Harness) attach(ctx context.Context, locked error) error {
 // or a connection to the writer. It tries both in turn, backing off from a
 // millisecond to 10, while the writer starts or hands over, for up to
 // attachWait; it gives up at once when the writer takes no attached
-// clients or refuses this one, with an error that matches ErrLocked.
+// clients or refuses this one, with an error that matches ErrLocked. When
+// the client goes meanwhile, it leaves (errClientGone) if no call of the
+// client's waits for an answer or the writer is stuck, and otherwise goes
+// on: a writer that is starting answers those calls once it serves.
 func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.Hello, locked error) (*HomeLock, *attach.Conn, error) {
 	home := h.opts.Home
 	start := time.Now()
 	deadline := start.Add(attachWait)
 	delay := time.Millisecond
+	gone := fwd.Gone()
 	defer h.sayWaiting(locked)()
 	for {
 		lock, err := TryLock(home)
@@ -145,24 +149,23 @@ func (h *Harness) connect(ctx context.Context, fwd *attach.Forwarder, me attach.
 		case <-ctx.Done():
 			t.Stop()
 			return nil, nil, ctx.Err()
-		case <-fwd.Gone():
+		case <-gone:
 			t.Stop()
-			return nil, nil, errClientGone
+			gone = nil // judged below, at every try from now on
 		case <-t.C:
+		}
+		if gone == nil && h.leaveWithClient(fwd, lockPID(locked)) {
+			return nil, nil, errClientGone
 		}
 		delay = min(2*delay, 10*time.Millisecond)
 	}
 }
 
 // dial is attach.Dial that the client's end ends too, with errClientGone,
-// when the writer is stuck: the connect that calls it began patience ago,
-// and the writer is stopped (SIGSTOP) or its state file says it serves
-// while it does not answer. Such a writer takes the connection and never
-// says hello, and must not keep a process whose client has gone alive for
-// the hello's timeout. A writer that is starting (recovery of a large
-// history, a remote's catch-up: no state file yet) is waited for as
-// before, so that a client that sent its requests and closed its stdin
-// still gets their answers once it serves.
+// once the connect that calls it began patience ago and leaveWithClient
+// says so: a writer that takes the connection and does not answer
+// (stopped, frozen) must not keep a process with nothing to wait for alive
+// for the hello's timeout.
 func (h *Harness) dial(ctx context.Context, fwd *attach.Forwarder, patience time.Time, writer int, path string, me attach.Hello) (*attach.Conn, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -176,7 +179,7 @@ func (h *Harness) dial(ctx context.Context, fwd *attach.Forwarder, patience time
 		defer t.Stop()
 		select {
 		case <-t.C:
-			if h.writerStuck(writer) {
+			if h.leaveWithClient(fwd, writer) {
 				cancel(errClientGone)
 			}
 		case <-ctx.Done():
@@ -187,21 +190,19 @@ func (h *Harness) dial(ctx context.Context, fwd *attach.Forwarder, patience time
 		if conn != nil {
 			conn.Close()
 		}
-		h.log.Info("the client went while the home's writer did not answer; leaving", "writer_pid", writer)
+		h.log.Info("the client went while the home's writer did not answer; leaving", "writer_pid", writer, "writer_stopped", proc.Stopped(writer))
 		return nil, errClientGone
 	}
 	return conn, err
 }
 
-// writerStuck reports whether the home's writer, pid, is stopped, or is
-// named serving by its state file: one that does not answer then is not
-// starting.
-func (h *Harness) writerStuck(pid int) bool {
-	if proc.Stopped(pid) {
-		return true
-	}
-	st, err := statefile.Read(filepath.Join(h.opts.Home, statefile.FileName))
-	return err == nil && st.Alive() && st.Status == statefile.StatusReady && (pid == 0 || st.PID == pid)
+// leaveWithClient reports whether a process whose client has gone leaves
+// now rather than wait for the home's writer, pid: when no call of the
+// client's waits for an answer, or when the writer is stopped (SIGSTOP)
+// and will not answer them. A writer that is starting (a large history's
+// recovery, a remote's catch-up, an install) answers them once it serves.
+func (h *Harness) leaveWithClient(fwd *attach.Forwarder, pid int) bool {
+	return !fwd.Unanswered() || proc.Stopped(pid)
 }
 
 // sayWaiting logs, once connect has waited attachQuiet and every

@@ -319,10 +319,10 @@ func TestRunRefusesAnotherServersHome(t *testing.T) {
 }
 
 // TestRunSaysItWaitsForAFrozenWriter: a launch on a home whose writer holds
-// the lock and is named serving but does not answer at its socket (hung)
-// says so in its log while it waits, naming the writer's PID, rather than
-// keeping silent until it gives up; and its client's end ends it, without
-// waiting out the hello's timeout.
+// the lock but does not answer at its socket (hung, stopped) says so in its
+// log while it waits, naming the writer's PID, rather than keeping silent
+// until it gives up; and the end of a client that left no call to answer
+// ends it, without waiting out the hello's timeout.
 func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
 	opts := options(t)
 	lock, err := lifecycle.TryLock(opts.Home)
@@ -330,15 +330,9 @@ func TestRunSaysItWaitsForAFrozenWriter(t *testing.T) {
 	defer lock.Unlock()
 	// A socket that takes connections and never says hello, as a frozen
 	// writer's does: the kernel queues the connection.
-	sock := filepath.Join(opts.Home, "mcp.sock")
-	ln, err := net.Listen("unix", sock)
+	ln, err := net.Listen("unix", filepath.Join(opts.Home, "mcp.sock"))
 	require.NoError(t, err)
 	defer ln.Close()
-	// Its state file says it serves: it is not starting.
-	st, err := statefile.New(opts.Name, opts.Home)
-	require.NoError(t, err)
-	st.Status, st.Socket = statefile.StatusReady, sock
-	require.NoError(t, statefile.Write(filepath.Join(opts.Home, statefile.FileName), &st))
 
 	var l logs
 	opts.Logger = slog.New(&l)

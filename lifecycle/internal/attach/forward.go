@@ -192,6 +192,19 @@ func (f *Forwarder) Done() bool {
 
 func (f *Forwarder) done() bool { return f.broken || f.ended && f.waiting() == 0 }
 
+// Unanswered reports whether a call of the client's waits for an answer:
+// one no writer has taken yet, or one sent that has none.
+func (f *Forwarder) Unanswered() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, msg := range f.in {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+			return true
+		}
+	}
+	return f.waiting() > 0
+}
+
 // waiting counts the calls that wait for an answer, leaving out the
 // subscriptions/listen a client leaves open for as long as it runs.
 func (f *Forwarder) waiting() int {
