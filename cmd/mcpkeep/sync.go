@@ -185,9 +185,12 @@ func syncText(o syncOut) string {
 			}
 		}
 		if o.Server == 0 && o.Resolved == "" {
-			if o.Pushed {
+			switch {
+			case o.Pushed:
 				fmt.Fprintf(&b, "pushed:    the remote is at %s\n", short(r.Remote))
-			} else {
+			case o.Error != "":
+				b.WriteString("pushed:    no: the push failed (the error follows)\n")
+			default:
 				b.WriteString("pushed:    nothing (the remote had every commit)\n")
 			}
 		}

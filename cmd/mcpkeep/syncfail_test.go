@@ -62,5 +62,7 @@ func TestSyncReportsWhatItDidBeforeItFailed(t *testing.T) {
 	r = mcpkeep(t, "sync", "--home", home, "--remote", url)
 	require.Equal(t, exitError, r.code, r.stdout+r.stderr)
 	assert.Contains(t, r.stdout, "fetched:", "text says what the fetch did")
+	assert.Contains(t, r.stdout, "pushed:    no: the push failed")
+	assert.NotContains(t, r.stdout, "the remote had every commit")
 	assert.NotEmpty(t, r.stderr, "and the error")
 }
