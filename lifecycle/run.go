@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -496,33 +497,57 @@ func newToken() string {
 // token others could read is no longer secret.
 func homeToken(home string, log *slog.Logger) (string, error) {
 	path := filepath.Join(home, bootstrap.TokenFile)
-	fi, err := os.Lstat(path)
+	t, why, err := readToken(path)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return "", withRemedy(fmt.Errorf("lifecycle: read the HTTP bearer token: %w", err), home)
-	default:
-		why := ""
-		if st, ok := fi.Sys().(*syscall.Stat_t); !fi.Mode().IsRegular() {
-			why = "it is " + atomicfile.Kind(fi.Mode())
-		} else if ok && int(st.Uid) != os.Geteuid() {
-			why = fmt.Sprintf("it belongs to uid %d", st.Uid)
-		} else if fi.Mode().Perm()&0o077 != 0 {
-			why = fmt.Sprintf("its mode %v lets others read it", fi.Mode().Perm())
-		} else if data, err := atomicfile.ReadFile(path); err != nil {
-			return "", withRemedy(fmt.Errorf("lifecycle: read the HTTP bearer token: %w", err), home)
-		} else if t := strings.TrimSpace(string(data)); isToken(t) {
-			return t, nil
-		} else {
-			why = "it holds no token"
-		}
+	case t != "":
+		return t, nil
+	case why != "":
 		log.Warn("the home's HTTP token file cannot be trusted; making a new token", "path", path, "why", why)
 	}
-	t := newToken()
+	t = newToken()
 	if err := atomicfile.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
 		return "", withRemedy(fmt.Errorf("lifecycle: write the HTTP bearer token: %w", err), home)
 	}
 	return t, nil
+}
+
+// readToken returns the token in the file at path, or why it is not to be
+// trusted, or neither when there is no file. It judges the file it opened
+// (O_NOFOLLOW, then fstat), not the path, which may change in between.
+func readToken(path string) (token, why string, err error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", "", nil
+	case errors.Is(err, syscall.ELOOP):
+		return "", "it is a symbolic link", nil
+	case err != nil:
+		return "", "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return "", "it is " + atomicfile.Kind(fi.Mode()), nil
+	case ok && int(st.Uid) != os.Geteuid():
+		return "", fmt.Sprintf("it belongs to uid %d", st.Uid), nil
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Sprintf("its mode %v lets others read it", fi.Mode().Perm()), nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 1024))
+	if err != nil {
+		return "", "", err
+	}
+	if t := strings.TrimSpace(string(data)); isToken(t) {
+		return t, "", nil
+	}
+	return "", "it holds no token", nil
 }
 
 // isToken reports whether t is a token newToken makes: 64 hex digits.
