@@ -223,6 +223,13 @@ func installed(dir string) bool {
 
 // inLayout reports whether name, an entry of a home's top directory, is
 // part of the home layout or left by a write into it.
+// IsHomeEntry reports whether name, an entry of a home's top directory,
+// is one the toolkit makes or expects there (the stamp, config/, the
+// lock's files, the state file, the attach socket, their temporary
+// files, ...): the entries by which a directory is, or is not, a home.
+// A server's Spec.Dirs are its own too; they are not counted here.
+func IsHomeEntry(name string) bool { return inLayout(name, nil) }
+
 func inLayout(name string, extraDirs []string) bool {
 	if bootstrap.IsLayoutName(name) {
 		return true

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mcpkeep/mcpkeep/internal/mcptest"
 )
 
 // TestRefusesADirectoryThatIsNotAHome: helios given a directory of the
@@ -365,4 +367,19 @@ func TestRelativeHomeLogged(t *testing.T) {
 			assert.Contains(t, lines[0], " level=WARN "+strings.ReplaceAll(tt.want, "{dir}", dir)+"\n")
 		})
 	}
+}
+
+// TestHomeOfASocket: a directory whose only entry is another program's
+// socket is no home, and the refusal names the socket (it named nothing:
+// helios's list of a home's entries left every socket out).
+func TestHomeOfASocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	mcptest.DeadSocket(t, filepath.Join(dir, "agent.sock"), false)
+	cmd := exec.Command(heliosBin, "--home", dir, "--registry", "")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.Error(t, cmd.Run())
+	assert.Equal(t, exitUsage, cmd.ProcessState.ExitCode())
+	assert.Contains(t, stderr.String(), "holds files that are not a home's (agent.sock)")
 }

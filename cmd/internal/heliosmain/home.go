@@ -144,7 +144,7 @@ func foreign(dir string) string {
 	entries, _ := os.ReadDir(dir)
 	var names []string
 	for _, e := range entries {
-		if !bootstrap.IsLayoutName(e.Name()) && !strings.HasPrefix(e.Name(), lifecycle.LockFile) && e.Type()&fs.ModeSocket == 0 {
+		if !lifecycle.IsHomeEntry(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}
