@@ -141,6 +141,18 @@ func (r Reader) ReadFile(path string) ([]byte, error) {
 	return data, err
 }
 
+// ReadOwned is ReadFile that also returns the owner's uid and the
+// permission bits of the file it read, from the open file's fstat: what
+// was read, not what may be at path by the time the caller looks. For a
+// secret, which only its owner may read.
+func (r Reader) ReadOwned(path string) (data []byte, uid int, perm fs.FileMode, err error) {
+	data, st, err := r.readFile(path)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return data, int(st.Uid), fs.FileMode(st.Mode) & fs.ModePerm, nil
+}
+
 // readFile is ReadFile, which also returns what the open file's fstat
 // said of it before it was read.
 func (r Reader) readFile(path string) ([]byte, *unix.Stat_t, error) {

@@ -2,6 +2,7 @@ package atomicfile_test
 
 import (
 	"bytes"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -266,4 +267,23 @@ func TestExcerptCutsAtACharacter(t *testing.T) {
 	require.ErrorAs(t, atomicfile.ReadYAML(path, &v), &ce)
 	require.Equal(t, 1, ce.Line)
 	assert.Equal(t, "x"+strings.Repeat("é", 19), ce.Excerpt)
+}
+
+// TestReadOwned: ReadOwned reads as ReadFile does and says whose the file
+// it read is and its permission bits; a link is refused, not followed.
+func TestReadOwned(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "secret")
+	require.NoError(t, os.WriteFile(path, []byte("s\n"), 0o600))
+	require.NoError(t, os.Chmod(path, 0o640))
+	data, uid, perm, err := atomicfile.Reader{}.ReadOwned(path)
+	require.NoError(t, err)
+	assert.Equal(t, "s\n", string(data))
+	assert.Equal(t, os.Geteuid(), uid)
+	assert.Equal(t, fs.FileMode(0o640), perm)
+
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(path, link))
+	_, _, _, err = atomicfile.Reader{}.ReadOwned(link)
+	assert.ErrorIs(t, err, atomicfile.ErrNotRegular)
 }

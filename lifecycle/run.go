@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -17,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/mcpkeep/mcpkeep/atomicfile"
 	"github.com/mcpkeep/mcpkeep/bootstrap"
@@ -514,35 +512,22 @@ func homeToken(home string, log *slog.Logger) (string, error) {
 }
 
 // readToken returns the token in the file at path, or why it is not to be
-// trusted, or neither when there is no file. It judges the file it opened
-// (O_NOFOLLOW, then fstat), not the path, which may change in between.
+// trusted, or neither when there is no file. It judges the file it read,
+// not the path, which may change in between.
 func readToken(path string) (token, why string, err error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	data, uid, perm, err := atomicfile.Reader{MaxSize: 1024}.ReadOwned(path)
+	var refused *atomicfile.RefusedError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", "", nil
-	case errors.Is(err, syscall.ELOOP):
-		return "", "it is a symbolic link", nil
+	case errors.As(err, &refused):
+		return "", refused.Error(), nil
 	case err != nil:
 		return "", "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.Mode().IsRegular():
-		return "", "it is " + atomicfile.Kind(fi.Mode()), nil
-	case ok && int(st.Uid) != os.Geteuid():
-		return "", fmt.Sprintf("it belongs to uid %d", st.Uid), nil
-	case fi.Mode().Perm()&0o077 != 0:
-		return "", fmt.Sprintf("its mode %v lets others read it", fi.Mode().Perm()), nil
-	}
-	data, err := io.ReadAll(io.LimitReader(f, 1024))
-	if err != nil {
-		return "", "", err
+	case uid != os.Geteuid():
+		return "", fmt.Sprintf("it belongs to uid %d", uid), nil
+	case perm&0o077 != 0:
+		return "", fmt.Sprintf("its mode %v lets others read it", perm), nil
 	}
 	if t := strings.TrimSpace(string(data)); isToken(t) {
 		return t, "", nil
