@@ -102,23 +102,14 @@ func TryLock(home string) (*HomeLock, error) {
 		return nil, err
 	}
 	if err := checkOwner(abs); err != nil {
-		// A live holder is still worth naming: a process of another
-		// user then tries to attach, which the writer refuses.
-		if e := lockedError(abs); e.PID > 0 && proc.Live(e.PID) {
-			return nil, e
-		}
-		return nil, err
+		return nil, liveHolderOr(abs, err)
 	}
 	flockPath := filepath.Join(abs, FlockFile)
 	fl := flock.New(flockPath, flock.SetPermissions(0o600))
 	ok, err := fl.TryLock()
 	if errors.Is(err, fs.ErrPermission) {
-		// Another user's home. A live holder is still worth naming.
-		if e := lockedError(abs); e.PID > 0 && proc.Live(e.PID) {
-			return nil, e
-		}
-		return nil, fmt.Errorf("lifecycle: %s is not writable by this user (uid %d); run as the home's owner or use another home: %w",
-			flockPath, os.Getuid(), fs.ErrPermission)
+		return nil, liveHolderOr(abs, fmt.Errorf("lifecycle: %s is not writable by this user (uid %d); run as the home's owner or use another home: %w",
+			flockPath, os.Getuid(), fs.ErrPermission))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lifecycle: lock %s: %w", flockPath, err)
@@ -132,6 +123,17 @@ func TryLock(home string) (*HomeLock, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// liveHolderOr returns the *LockedError naming the home's live holder, for
+// a process that may not take another user's home: it goes on to attach,
+// which the writer refuses by its peer's uid. With no live holder, it
+// returns err.
+func liveHolderOr(home string, err error) error {
+	if e := lockedError(home); e.PID > 0 && proc.Live(e.PID) {
+		return e
+	}
+	return err
 }
 
 // checkOwner refuses, to root, a home that belongs to another user (the
