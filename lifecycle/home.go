@@ -221,8 +221,6 @@ func installed(dir string) bool {
 	return err == nil && info.State != bootstrap.Fresh && info.State != bootstrap.Incomplete
 }
 
-// inLayout reports whether name, an entry of a home's top directory, is
-// part of the home layout or left by a write into it.
 // IsHomeEntry reports whether name, an entry of a home's top directory,
 // is one the toolkit makes or expects there (the stamp, config/, the
 // lock's files, the state file, the attach socket, their temporary
@@ -230,6 +228,8 @@ func installed(dir string) bool {
 // A server's Spec.Dirs are its own too; they are not counted here.
 func IsHomeEntry(name string) bool { return inLayout(name, nil) }
 
+// inLayout reports whether name, an entry of a home's top directory, is
+// part of the home layout or left by a write into it.
 func inLayout(name string, extraDirs []string) bool {
 	if bootstrap.IsLayoutName(name) {
 		return true
