@@ -38,11 +38,18 @@ func StaleSockets(home string) []string {
 			return nil
 		}
 	}
+	return staleSockets(abs, s)
+}
+
+// staleSockets returns the sockets of home, whose state file (if any) is
+// s, and the temporary ones beside them, that nothing listens on; none
+// while s names a live process. It dials each once.
+func staleSockets(home string, s *statefile.State) []string {
 	if s.Alive() {
 		return nil
 	}
 	var stale []string
-	for _, p := range withTemps(socketPaths(abs, s)) {
+	for _, p := range withTemps(socketPaths(home, s)) {
 		if attach.IsStale(p) {
 			stale = append(stale, p)
 		}
@@ -83,32 +90,16 @@ func (l *HomeLock) RemoveStaleSockets() ([]string, error) {
 // any) is s, for a caller that holds the home's lock: RemoveStaleSockets,
 // and OpenHome's clean-up of a dead writer.
 func removeStaleSockets(home string, s *statefile.State) ([]string, error) {
-	if s.Alive() {
-		return nil, nil
-	}
 	var removed []string
 	var errs []error
-	for _, p := range withTemps(socketPaths(home, s)) {
-		ok, err := removeStale(p)
-		if ok {
-			removed = append(removed, p)
+	for _, p := range staleSockets(home, s) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("lifecycle: remove the stale socket: %w", err))
+			continue
 		}
-		errs = append(errs, err)
+		removed = append(removed, p)
 	}
 	return removed, errors.Join(errs...)
-}
-
-// removeStale removes the socket at path if nothing listens on it
-// (attach.IsStale), and reports whether it did. It removes path alone:
-// the caller dials each temporary socket beside it too.
-func removeStale(path string) (bool, error) {
-	if !attach.IsStale(path) {
-		return false, nil
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("lifecycle: remove the stale socket: %w", err)
-	}
-	return true, nil
 }
 
 // withTemps returns paths, each socket path followed by the entries
