@@ -213,10 +213,8 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	case out.Lock != nil && out.Lock.Stopped:
 		out.Problems = append(out.Problems, findingProblem(stoppedFinding(out.Lock.PID)))
 	}
-	if out.Server != nil && out.Server.Alive {
-		if s, err := statefile.Read(filepath.Join(abs, statefile.FileName)); err == nil && s.Remote != nil {
-			out.Remote = fromState(s.Remote)
-		}
+	if out.Server != nil && out.Server.Alive && s.Remote != nil {
+		out.Remote = fromState(s.Remote)
 	}
 	if store, err := readOnlyStore(abs, info.MaxFileSize); err == nil {
 		head, herr := store.Head()
@@ -609,9 +607,9 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := recovery.Options{Home: abs, DryRun: !*fix, MaxFileSize: lifecycle.HomeMaxFileSize(abs)}
+	info, derr := bootstrap.Detect(abs, 0) // Info{} on an error: no MaxFileSize, as HomeMaxFileSize gives
+	opts := recovery.Options{Home: abs, DryRun: !*fix, MaxFileSize: info.MaxFileSize}
 	var writerFindings []recovery.Finding // what recovery does not look at: the stamp, what a dead writer left
-	info, derr := bootstrap.Detect(abs, 0)
 	if f, ok := stampFinding(abs, info, derr); ok {
 		writerFindings = append(writerFindings, f)
 	}
