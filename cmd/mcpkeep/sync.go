@@ -76,12 +76,8 @@ func (c *cli) sync(ctx context.Context, args []string) error {
 		// The fetch merged, and the push failed: what the merge did
 		// (files taken, conflicts kept) is part of the answer.
 		out.Error = oneLine(err)
-		if eerr := c.emit(out, n.text()+syncText(out)); eerr != nil {
-			return errors.Join(err, eerr)
-		}
-		return err
 	}
-	return c.emit(out, n.text()+syncText(out))
+	return errors.Join(err, c.emit(out, n.text()+syncText(out)))
 }
 
 // syncLocked is sync with the home's lock held.
