@@ -746,7 +746,11 @@ func (s *Store) repairHEAD() error {
 	if err := s.write(func() error { return atomicfile.WriteFile(path, []byte("ref: "+s.branch+"\n"), 0o644) }); err != nil {
 		return err
 	}
-	s.repaired("rewrote .git/HEAD (was %q)", truncate(string(b)))
+	if errors.Is(err, fs.ErrNotExist) {
+		s.repaired("wrote the missing .git/HEAD")
+	} else {
+		s.repaired("rewrote .git/HEAD (was %q)", truncate(string(b)))
+	}
 	return nil
 }
 

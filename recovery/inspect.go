@@ -28,7 +28,6 @@ func Inspect(store *gitstore.Store, opts Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	r.lookForHEAD() // a read-only store wrote none
 	r.repairs(store)
 	err = r.checkFiles(store, filepath.Join(r.home, ConfigDir))
 	return r.report, err

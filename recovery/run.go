@@ -37,7 +37,6 @@ type runner struct {
 	unreadable int             // config files that could not be read
 	refused    int             // entries of config/ that are not regular files, or too large
 	store      *gitstore.Store // the config repository, once the config step opened it
-	noHEAD     bool            // config/.git/HEAD was missing before the repository was opened
 	undone     []undone        // the interrupted updates the checkpoints step rolled back
 }
 
@@ -496,7 +495,6 @@ func (r *runner) gitOptions() *gitstore.Options {
 // crash left uncommitted.
 func (r *runner) config(ctx context.Context) error {
 	configDir := filepath.Join(r.home, ConfigDir)
-	r.lookForHEAD()
 	store, err := gitstore.Open(configDir, r.gitOptions())
 	if err != nil {
 		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir, Action: "none", Detail: err.Error(), NeedsUser: true,
@@ -546,9 +544,6 @@ func (r *runner) config(ctx context.Context) error {
 // in a dry run would make, to the config repository.
 func (r *runner) repairs(store *gitstore.Store) {
 	for _, msg := range store.Repairs() {
-		if r.noHEAD && strings.HasPrefix(strings.TrimPrefix(msg, "would be "), emptyHEAD) {
-			msg = "wrote the missing .git/HEAD" // gitstore read nothing: an empty file to it
-		}
 		r.add(Finding{Kind: KindGitRepair, Path: ConfigDir + "/.git", Action: r.repairAction(msg), Detail: "left by a crash or another tool"})
 	}
 }
@@ -558,17 +553,6 @@ func (r *runner) repairs(store *gitstore.Store) {
 // place, which writes them.
 func isRollForward(msg string) bool {
 	return strings.HasPrefix(strings.TrimPrefix(msg, "would be "), "rolled forward ")
-}
-
-// emptyHEAD is how gitstore's repair of a .git/HEAD that held nothing, or
-// was missing, begins.
-const emptyHEAD = `rewrote .git/HEAD (was "")`
-
-// lookForHEAD notes whether config/.git/HEAD is missing, before opening
-// the repository repairs it, so that the finding says missing, not empty.
-func (r *runner) lookForHEAD() {
-	_, err := os.Lstat(filepath.Join(r.home, ConfigDir, ".git", "HEAD"))
-	r.noHEAD = errors.Is(err, fs.ErrNotExist)
 }
 
 // checkFiles checks each config file in configDir (checkFile).
