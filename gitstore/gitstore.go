@@ -342,7 +342,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if err := s.cleanLocks(found.locks); err != nil {
 			return nil, err
 		}
-		if err := s.cleanPackIndexes(); err != nil {
+		if err := s.cleanPackIndexes(found.idxs); err != nil {
 			return nil, err
 		}
 	}
@@ -536,6 +536,7 @@ func IsTemp(name string) bool {
 type gitFiles struct {
 	temps []string // temporary files of interrupted writes (IsTemp)
 	locks []string // *.lock files outside objects/
+	idxs  []string // pack indexes (objects/pack/pack-*.idx)
 }
 
 // scanGit walks .git once, but for the fan-out directories of loose
@@ -546,6 +547,7 @@ type gitFiles struct {
 func (s *Store) scanGit() (gitFiles, error) {
 	var found gitFiles
 	objects := filepath.Join(s.gitDir, "objects")
+	packs := filepath.Join(objects, "pack")
 	err := filepath.WalkDir(s.gitDir, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed under the walk
@@ -567,6 +569,8 @@ func (s *Store) scanGit() (gitFiles, error) {
 			found.temps = append(found.temps, p)
 		case strings.HasSuffix(name, ".lock") && !strings.HasPrefix(p, objects+string(filepath.Separator)):
 			found.locks = append(found.locks, p)
+		case strings.HasPrefix(name, "pack-") && strings.HasSuffix(name, ".idx") && filepath.Dir(p) == packs:
+			found.idxs = append(found.idxs, p)
 		}
 		return nil
 	})
@@ -645,28 +649,13 @@ func (s *Store) cleanLocks(locks []string) error {
 	return nil
 }
 
-// cleanPackIndexes removes the index of a pack that is not there: go-git
-// writes a pack's index before it renames the pack into place, and a merge
-// deletes a pack before its index, so a kill in between leaves one. git
-// and go-git ignore it (git warns). With the home lock held no pack is
-// being written.
-func (s *Store) cleanPackIndexes() error {
-	// Not a glob: the repository's path may hold a pattern's
-	// metacharacters (a home named "h[1"), which only names are matched
-	// without.
-	dir := filepath.Join(s.gitDir, "objects", "pack")
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "pack-") || !strings.HasSuffix(e.Name(), ".idx") {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
+// cleanPackIndexes removes each of idxs, the pack indexes scanGit found,
+// whose pack is not there: go-git writes a pack's index before it renames
+// the pack into place, and a merge deletes a pack before its index, so a
+// kill in between leaves one. git and go-git ignore it (git warns). With
+// the home lock held no pack is being written.
+func (s *Store) cleanPackIndexes(idxs []string) error {
+	for _, p := range idxs {
 		if _, err := os.Lstat(strings.TrimSuffix(p, ".idx") + ".pack"); !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
