@@ -175,21 +175,19 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		info.Schema, info.ToolkitVersion, info.InstalledAt, info.LastBootAt, info.Boots
 	out.MaxFileSize = info.MaxFileSize
 
-	pid, lerr := readLockPID(filepath.Join(abs, lifecycle.LockFile))
+	lock, lerr := readLock(abs)
 	s, serr := statefile.Read(filepath.Join(abs, statefile.FileName))
 	if serr != nil {
 		s = nil
 	}
-	if lerr == nil {
+	if pid, err := lifecycle.ParseLockContent(lock); lerr == nil && err == nil {
 		out.Lock = &lockOut{PID: pid, Alive: lifecycle.LockHolderLive(pid, s)} // the state file's start time tells a reused pid
 		if !out.Lock.Alive {
 			out.Problems = append(out.Problems, staleLockProblem(pid))
 		}
 		out.Lock.Stopped = out.Lock.Alive && proc.Stopped(pid)
-	} else if f, ok := staleLock(abs, s); ok {
+	} else if f, ok := staleLock(lock, lerr, s); ok {
 		out.Problems = append(out.Problems, findingProblem(f)) // no PID, not a file, unreadable: as doctor says
-	} else if !errors.Is(lerr, fs.ErrNotExist) {
-		out.Problems = append(out.Problems, oneLine(lerr))
 	}
 	if s != nil {
 		out.Server = toServer(s)
@@ -541,19 +539,12 @@ func short(hash string) string {
 	return hash
 }
 
-// readLockPID reads the PID lock file (lockfile's "<pid>\n", parsed as
-// the lock parses it), as a regular file only: a link is not followed
-// and a pipe not waited on.
-func readLockPID(path string) (int, error) {
-	b, err := atomicfile.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	pid, err := lifecycle.ParseLockContent(b)
-	if err != nil {
-		return 0, fmt.Errorf("%s holds %v; the next start, or `mcpkeep doctor --fix`, reclaims it", path, err)
-	}
-	return pid, nil
+// readLock reads home's PID lock file (lockfile's "<pid>\n", which
+// lifecycle.ParseLockContent parses as the lock does), as a regular file
+// only: a link is not followed and a pipe not waited on. status and
+// doctor read it once and judge what they read.
+func readLock(home string) ([]byte, error) {
+	return atomicfile.ReadFile(filepath.Join(home, lifecycle.LockFile))
 }
 
 func (c *cli) servers(ctx context.Context, args []string) error {
@@ -635,10 +626,12 @@ func (c *cli) doctor(ctx context.Context, args []string) error {
 			writerFindings = append(writerFindings, staleSocket(abs, p, "removed"))
 		}
 	} else {
-		if f, ok := staleLock(abs, readState(abs)); ok {
+		state := readState(abs)
+		lock, lerr := readLock(abs)
+		if f, ok := staleLock(lock, lerr, state); ok {
 			writerFindings = append(writerFindings, f)
 		}
-		if pid, ok := stoppedWriter(abs); ok {
+		if pid, ok := stoppedWriter(lock, lerr, state); ok {
 			writerFindings = append(writerFindings, stoppedFinding(pid))
 		}
 		for _, p := range lifecycle.StaleSockets(abs) {
@@ -696,13 +689,13 @@ func staleSocket(home, path, action string) recovery.Finding {
 }
 
 // staleLock returns doctor's finding, without --fix, for the home's PID
-// lock file, whose state file is s (or nil), wherever status lists a
+// lock file as readLock read it (data, or the read's error), whose state
+// file is s (or nil), wherever status lists a
 // problem of it: when it names no running writer (lifecycle.LockHolderLive,
 // as status judges it), holds no PID, or is not a regular file, each of
 // which the next start, or doctor --fix, reclaims; or when it cannot be
 // read, which needs the user. It only reads.
-func staleLock(home string, s *statefile.State) (recovery.Finding, bool) {
-	data, err := atomicfile.ReadFile(filepath.Join(home, lifecycle.LockFile))
+func staleLock(data []byte, err error, s *statefile.State) (recovery.Finding, bool) {
 	f := recovery.Finding{Kind: kindStaleLock, Path: lifecycle.LockFile, Action: "would be reclaimed"}
 	var refused *atomicfile.RefusedError
 	switch {

@@ -73,14 +73,14 @@ func stoppedFinding(pid int) recovery.Finding {
 		Remedy: fmt.Sprintf("continue it (kill -CONT %d), or end it (kill %d)", pid, pid)}
 }
 
-// stoppedWriter returns the server that holds home and is stopped: the
-// one its state file names, or its PID lock file, if it runs.
-func stoppedWriter(home string) (int, bool) {
-	s := readState(home)
+// stoppedWriter returns the server that holds the home and is stopped:
+// the one its state file s names, or its PID lock file (as readLock read
+// it: lock, or the read's error lerr), if it runs.
+func stoppedWriter(lock []byte, lerr error, s *statefile.State) (int, bool) {
 	if s.Alive() {
 		return s.PID, proc.Stopped(s.PID)
 	}
-	if pid, err := readLockPID(filepath.Join(home, lifecycle.LockFile)); err == nil && lifecycle.LockHolderLive(pid, s) {
+	if pid, err := lifecycle.ParseLockContent(lock); lerr == nil && err == nil && lifecycle.LockHolderLive(pid, s) {
 		return pid, proc.Stopped(pid)
 	}
 	return 0, false
